@@ -1,0 +1,55 @@
+"""Measured efficiencies of the running example (experiment 8-1, RTX PRO 6000, Qwen3-8B, BF16).
+
+Section 8.6.3 turns the batch sweep into MBU (decode) and MFU (prefill); every other section
+estimates times as spec x efficiency with these numbers. The published table is stored in
+``data/published/efficiency_8_6_3.csv``; the constants below are the unrounded values the
+chapter's worked examples use.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._validate import positive
+from .datasets import published
+from .hardware import Accelerator
+from .models import ModelSpec
+from .units import GB
+
+#: MFU of a batch-1 prefill; the chapter prints "62 %", its examples use 62.2 % (307.9 ms, 94.7 ms).
+PREFILL_MFU_BATCH1 = 0.622
+#: MFU of config B's prefill (8K prompts, 6K cached, batch 16): 2.04 s for 32,768 new tokens.
+PREFILL_MFU_SHARED_BATCH16 = 0.5777
+#: MBU of decode when memory-bound reads are the limit (8.4.2: 65 % of 1792 GB/s).
+DECODE_MBU_LARGE_BATCH = 0.65
+
+
+def prefill_time(
+    model: ModelSpec,
+    accelerator: Accelerator,
+    new_tokens: int,
+    cached_tokens: int = 0,
+    mfu: float = PREFILL_MFU_BATCH1,
+    logits: int = 1,
+) -> float:
+    """Seconds to prefill ``new_tokens`` after ``cached_tokens`` at ``mfu`` x peak BF16 FLOP/s."""
+    return accelerator.compute_time(model.flops(new_tokens, cached_tokens, logits=min(logits, new_tokens)), mfu)
+
+
+def decode_step_table() -> tuple[np.ndarray, np.ndarray]:
+    """(bytes read per step, measured decode-only step seconds) of experiment 8-1, sorted by bytes."""
+    sweep = published("batch_sweep_8_1").sort_values("step_read_gb")
+    return sweep["step_read_gb"].to_numpy() * GB, sweep["decode_step_s"].to_numpy()
+
+
+def measured_decode_step(read_bytes: float) -> float:
+    """Decode step time (s) interpolated linearly in bytes read between experiment 8-1's measured steps.
+
+    Section 8.6.3 estimates config C this way (25.40 GB -> about 28.26 ms). Outside the measured range
+    the step is extrapolated along the nearest segment, never below zero.
+    """
+    x = positive("read_bytes", read_bytes)
+    xs, ys = decode_step_table()
+    i = int(np.clip(np.searchsorted(xs, x) - 1, 0, len(xs) - 2))
+    slope = (ys[i + 1] - ys[i]) / (xs[i + 1] - xs[i])
+    return max(float(ys[i] + slope * (x - xs[i])), 0.0)

@@ -1,0 +1,24 @@
+"""Access to the repository's data files (``data/``): published numbers of the chapter and our measurements."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+
+
+@lru_cache(maxsize=None)
+def _read(path: Path) -> pd.DataFrame:
+    return pd.read_csv(path)
+
+
+def published(name: str) -> pd.DataFrame:
+    """A table the chapter prints, from ``data/published/<name>.csv`` (provenance in data/README.md)."""
+    path = DATA_DIR / "published" / f"{name}.csv"
+    if not path.exists():
+        available = sorted(p.stem for p in (DATA_DIR / "published").glob("*.csv"))
+        raise ValueError(f"name must be one of {available}, got {name!r}")
+    return _read(path).copy()

@@ -1,0 +1,51 @@
+"""Reliable headless notebook execution (nbmake, jupyter-book): fixes for two nbclient stalls.
+
+A. A cell that puts output into an ipywidgets ``Output`` makes nbclient send a ``comm_msg``
+   on the shell channel while it awaits ``execute_reply``. The send goes through a
+   synchronous shadow of the asyncio socket and consumes libzmq's edge-triggered wake-up
+   for a reply that has just arrived; pyzmq's asyncio poller never re-checks, so the reply
+   is read only when the cell timeout expires (jupyter/nbclient#312). Fix: after each send
+   on an asyncio channel, ask pyzmq to re-check the socket's pending events.
+B. On ``shutdown_request`` ipykernel can deadlock between its control and IOPub threads,
+   so nbclient waits for SIGTERM (about 2.5 s). Fix: shut the kernel down immediately.
+
+Importing this module applies both (idempotently). Sphinx loads it as an extension through
+``_config.yml``; ``tests/conftest.py`` imports it for nbmake. Details: shared/notes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import zmq.asyncio
+from jupyter_client.channels import AsyncZMQSocketChannel
+from nbclient import NotebookClient
+
+_PATCHED = "_inferlab_headless"
+
+
+def _send_and_recheck(self: AsyncZMQSocketChannel, msg: dict[str, Any]) -> None:
+    """Send ``msg``, then re-arm the asyncio poller for events the send may have swallowed."""
+    assert self.socket is not None
+    self.session.send(self.socket, msg)
+    self.socket._schedule_remaining_events()  # private in pyzmq 25-27.3, pinned in requirements
+
+
+def install() -> None:
+    """Apply both fixes once per process."""
+    if getattr(AsyncZMQSocketChannel, _PATCHED, False):
+        return
+    if not hasattr(zmq.asyncio.Socket, "_schedule_remaining_events"):
+        raise ImportError("pyzmq lacks Socket._schedule_remaining_events; pin pyzmq as requirements.txt does")
+    AsyncZMQSocketChannel.send = _send_and_recheck
+    NotebookClient.shutdown_kernel.default_value = "immediate"
+    setattr(AsyncZMQSocketChannel, _PATCHED, True)
+
+
+def setup(app: Any) -> dict[str, Any]:
+    """Sphinx extension entry point: the import already installed the fixes."""
+    install()
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+install()

@@ -1,0 +1,110 @@
+"""One figure style for the whole book, and small drawing helpers shared by every section.
+
+Figures are built as ``matplotlib.figure.Figure`` objects, not through pyplot, so that a
+widget callback can redraw without pyplot's global state and without leaking figures.
+Section-specific drawings live in submodules (``plot.timeline``, ...), each built on these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+import io
+from contextlib import contextmanager
+
+import matplotlib as mpl
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+# Roles, not hues: every section colours the same thing the same way.
+COLORS: dict[str, str] = {
+    "prefill": "#1f77b4",  # blue: processing input
+    "decode": "#2ca02c",  # green: generating output
+    "queue": "#bdbdbd",  # grey: waiting
+    "weights": "#7f7f7f",
+    "kv": "#ff7f0e",  # orange: KV cache
+    "shared": "#1f77b4",
+    "private": "#ff7f0e",
+    "free": "#f0f0f0",
+    "unused": "#d9d9d9",
+    "deadline": "#d62728",  # red: limits and deadlines
+    "highlight": "#9467bd",
+    "accent": "#17becf",
+}
+
+STYLE: dict[str, object] = {
+    "figure.dpi": 100,
+    "savefig.dpi": 100,
+    "figure.facecolor": "white",
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "legend.fontsize": 9,
+    "legend.frameon": False,
+    "font.size": 10,
+}
+
+
+@contextmanager
+def style() -> Iterator[None]:
+    """Apply the book's rcParams for the duration of a drawing."""
+    with mpl.rc_context(STYLE):
+        yield
+
+
+def new_figure(nrows: int = 1, ncols: int = 1, width: float = 7.0, height: float = 3.2, **subplot_kw) -> tuple[Figure, "Axes | list"]:
+    """A styled Figure (not registered with pyplot) and its axes; width and height in inches."""
+    with style():
+        fig = Figure(figsize=(width, height))
+        # Fixed margins in inches: constrained layout would double the render time of a redraw.
+        fig.subplots_adjust(left=0.8 / width, right=1 - 0.2 / width, bottom=0.55 / height,
+                            top=1 - 0.45 / height, wspace=0.35, hspace=0.5)
+        axes = fig.subplots(nrows, ncols, squeeze=True, **subplot_kw)
+        if nrows * ncols > 1:
+            axes = list(axes.ravel())
+        for ax in axes if isinstance(axes, list) else [axes]:
+            _apply_style(ax)
+    return fig, axes
+
+
+def _apply_style(ax: Axes) -> None:
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.grid(True, alpha=0.3)
+    ax.set_axisbelow(True)
+
+
+def to_png(fig: Figure) -> bytes:
+    """Render a figure to PNG bytes exactly as laid out (no tight bounding box, so one render pass)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def caption(fig: Figure, text: str) -> Figure:
+    """Title the figure with the chapter's figure number and a one-line caption."""
+    fig.suptitle(text, fontsize=10, ha="center", wrap=True, color="#222222")
+    return fig
+
+
+def deadline_line(ax: Axes, x: float, label: str = "deadline", vertical: bool = True) -> None:
+    """Draw a dashed red limit line (a deadline or a memory budget) with its label."""
+    line = ax.axvline if vertical else ax.axhline
+    line(x, color=COLORS["deadline"], ls="--", lw=1.2, label=label)
+
+
+def _register_png_formatter() -> None:
+    """Inside IPython, show any Figure returned by a cell as one PNG render (pyplot is never imported)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython ships with the notebook stack
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.display_formatter.formatters["image/png"].for_type(Figure, to_png)
+
+
+_register_png_formatter()

@@ -1,0 +1,176 @@
+"""Drawings of section 8.1: iteration slots (Figure 8-1), a request's timeline (Figure 8-2),
+KV capacity against a budget, and the batch sweep."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from ..timeline import RequestTimes
+from . import COLORS, caption, deadline_line, new_figure
+
+
+def iteration_slots(iterations: Sequence[Sequence[str]], title: str = "") -> Figure:
+    """Grid of scheduling iterations (columns) by execution slots (rows), each cell naming its request."""
+    n_slots = max(len(it) for it in iterations)
+    names = sorted({r for it in iterations for r in it})
+    palette = dict(zip(names, [COLORS["prefill"], COLORS["decode"], COLORS["kv"], COLORS["highlight"],
+                               COLORS["accent"], COLORS["weights"]] * 4))
+    fig, ax = new_figure(width=5.5, height=0.9 + 0.55 * n_slots)
+    for i, it in enumerate(iterations):
+        for slot, name in enumerate(it):
+            ax.add_patch(_box(i, n_slots - 1 - slot, palette[name]))
+            ax.text(i + 0.5, n_slots - 1 - slot + 0.5, name, ha="center", va="center", color="white",
+                    fontsize=12, fontweight="bold")
+    ax.set_xlim(0, len(iterations))
+    ax.set_ylim(0, n_slots)
+    ax.set_xticks(np.arange(len(iterations)) + 0.5, [f"iteration {i + 1}" for i in range(len(iterations))])
+    ax.set_yticks(np.arange(n_slots) + 0.5, [f"slot {n_slots - s}" for s in range(n_slots)])
+    ax.grid(False)
+    if title:
+        caption(fig, title)
+    return fig
+
+
+def _box(x: float, y: float, color: str):
+    from matplotlib.patches import FancyBboxPatch
+
+    return FancyBboxPatch((x + 0.06, y + 0.08), 0.88, 0.84, boxstyle="round,pad=0.0,rounding_size=0.08",
+                          fc=color, ec="white")
+
+
+def request_timeline(
+    r: RequestTimes, queue_s: float, deadline_s: float | None = None, title: str = ""
+) -> Figure:
+    """One request on a true time axis: queue (grey), prefill (blue), decode gaps (green), first/last token dots."""
+    fig, ax = new_figure(width=7.5, height=2.2)
+    t0 = r.arrival_s
+    first, last = r.token_times_s[0], r.token_times_s[-1]
+    ax.barh(0, queue_s, left=t0, color=COLORS["queue"], label="queue", height=0.5)
+    ax.barh(0, first - t0 - queue_s, left=t0 + queue_s, color=COLORS["prefill"], label="prefill", height=0.5)
+    gaps = r.itls_s
+    ax.barh(0, last - first, left=first, color=COLORS["decode"], height=0.5, label=f"decode ({len(gaps)} gaps)")
+    if gaps.size:
+        stalled = np.flatnonzero(gaps > 1.5 * np.median(gaps))
+        if stalled.size:
+            starts = np.asarray(r.token_times_s)[stalled]
+            ax.broken_barh(list(zip(starts, gaps[stalled])), (-0.25, 0.5), color=COLORS["deadline"],
+                           label=f"stalled gap ({gaps.max() * 1e3:.0f} ms)")
+    ax.plot([first, last], [0, 0], "o", color="black", ms=5, zorder=5)
+    ax.annotate(f"first token {first - t0:.3f} s", (first, -0.25), (first, -0.75), ha="left", fontsize=9)
+    ax.annotate(f"last token {last - t0:.2f} s", (last, -0.25), (last, -0.65), ha="right", fontsize=9)
+    if deadline_s is not None:
+        deadline_line(ax, t0 + deadline_s, f"deadline {deadline_s:g} s")
+    ax.set_yticks([])
+    ax.set_ylim(-1, 1.3)
+    ax.set_xlabel("time since arrival (s)")
+    ax.legend(loc="upper left", ncol=3, fontsize=8)
+    ax.grid(axis="y", visible=False)
+    if title:
+        caption(fig, title)
+    return fig
+
+
+def kv_capacity(counts: np.ndarray, kv_bytes: np.ndarray, budget_bytes: float, fits: int,
+                label: str, unit_bytes: float, unit: str, title: str = "") -> Figure:
+    """KV bytes of n concurrent requests against the KV budget, with the largest n that fits marked."""
+    fig, ax = new_figure(width=6.5, height=3.0)
+    y = kv_bytes / unit_bytes
+    ok = kv_bytes <= budget_bytes
+    ax.step(counts, y, where="mid", color=COLORS["kv"], label=label)
+    ax.fill_between(counts, 0, y, where=ok, step="mid", color=COLORS["kv"], alpha=0.35, label="fits")
+    ax.fill_between(counts, 0, y, where=~ok, step="mid", color=COLORS["unused"], alpha=0.6, label="does not fit")
+    deadline_line(ax, budget_bytes / unit_bytes, f"KV budget {budget_bytes / unit_bytes:,.0f} {unit}", vertical=False)
+    ax.axvline(fits, color="black", lw=0.8, ls=":")
+    ax.text(fits, budget_bytes / unit_bytes * 1.03, f" {fits:,} fit", ha="left", va="bottom")
+    ax.set_xlabel("concurrent requests")
+    ax.set_ylabel(f"KV allocated ({unit})")
+    ax.set_xlim(0, counts.max())
+    ax.set_ylim(0, max(y.max(), budget_bytes / unit_bytes) * 1.15)
+    ax.legend(loc="upper left")
+    if title:
+        caption(fig, title)
+    return fig
+
+
+def batch_sweep(sweep: pd.DataFrame, batch: int, step_s: float, title: str = "") -> Figure:
+    """Published batch sweep (throughput, TTFT, ITL) with the chosen batch's decode throughput marked."""
+    fig, axes = new_figure(1, 3, width=10, height=3.0)
+    panels = [
+        ("throughput_tok_s", "output throughput (tok/s)", 1.0),
+        ("ttft_s", "TTFT (ms)", 1e3),
+        ("decode_step_s", "decode step / ITL (ms)", 1e3),
+    ]
+    for ax, (col, ylabel, scale) in zip(axes, panels):
+        pts = sweep.dropna(subset=[col])
+        style = "o-" if len(pts) == len(sweep) else "o"
+        ax.plot(pts["batch"], pts[col] * scale, style, color=COLORS["prefill"], label="published (exp. 8-1)")
+        ax.set_xscale("log", base=2)
+        ax.minorticks_off()
+        ax.set_xticks([1, 4, 16, 64], ["1", "4", "16", "64"])
+        ax.set_xlabel("batch")
+        ax.set_ylabel(ylabel)
+    itl = sweep.dropna(subset=["mean_itl_s"])
+    axes[2].plot(itl["batch"], itl["mean_itl_s"] * 1e3, "s", color=COLORS["kv"], label="client mean ITL")
+    axes[0].plot([batch], [batch / step_s], "D", color=COLORS["deadline"], label=f"b/T_step at b={batch}")
+    axes[2].plot([batch], [step_s * 1e3], "D", color=COLORS["deadline"])
+    axes[0].legend(loc="upper left")
+    axes[2].legend(loc="upper left")
+    if title:
+        caption(fig, title)
+    return fig
+
+
+# ---- draw functions for the widgets (scalar knobs in, Figure out) -------------------------
+
+def draw_single_request(queue_s: float, prefill_ms: float, itl_ms: float, output_tokens: int,
+                        inserted_prefills: int = 0, deadline_s: float = 7.0) -> Figure:
+    """Figure 8-2 for any knobs: ``inserted_prefills`` other prefills of ``prefill_ms`` each stall evenly spaced gaps."""
+    from ..timeline import single_request
+
+    gaps = output_tokens - 1
+    stalls = {}
+    if inserted_prefills and gaps:
+        for j in np.linspace(1, gaps, inserted_prefills + 2)[1:-1].round().astype(int):
+            stalls[int(j)] = stalls.get(int(j), 0.0) + prefill_ms / 1e3
+    r = single_request(queue_s, prefill_ms / 1e3, itl_ms / 1e3, output_tokens, stalls_s=stalls)
+    verdict = "meets" if r.meets(deadline_s) else "misses"
+    return request_timeline(r, queue_s, deadline_s,
+                            f"TTFT {r.ttft_s:.3f} s, request time {r.request_time_s:.2f} s: {verdict} the {deadline_s:g} s deadline")
+
+
+def draw_capacity(model: str, kv_budget_gib: float, prompt_tokens: int, output_tokens: int,
+                  block_size: int = 16, dtype_bytes: float = 2, shared_prefix_tokens: int = 0) -> Figure:
+    """KV of 0..n alike requests against a budget, for any model and request shape."""
+    from ..memory import batch_kv_bytes, max_concurrent_requests, request_kv_bytes
+    from ..models import MODELS
+    from ..units import GiB, MiB
+
+    spec = MODELS[model]
+    budget = kv_budget_gib * GiB
+    prefix = min(shared_prefix_tokens, prompt_tokens)
+    fits = max_concurrent_requests(budget, spec, prompt_tokens, output_tokens, block_size, prefix, dtype_bytes)
+    top = max(int(fits * 1.4) + 2, 8)
+    counts = np.unique(np.linspace(0, top, min(top + 1, 400)).round().astype(int))
+    kv = np.array([batch_kv_bytes(int(n), spec, prompt_tokens, output_tokens, block_size, prefix, dtype_bytes)
+                   for n in counts])
+    per = request_kv_bytes(spec, prompt_tokens, output_tokens, block_size, dtype_bytes)
+    return kv_capacity(counts, kv, budget, fits, f"{model}: {per / MiB:,.1f} MiB per request", MiB, "MiB",
+                       f"{fits:,} requests of {prompt_tokens:,} in / {output_tokens:,} out fit in {kv_budget_gib:g} GiB")
+
+
+def draw_batch(batch: int, context_tokens: int = 2048) -> Figure:
+    """The published sweep with b / T_step at ``batch``, T_step interpolated from the measured steps by bytes read."""
+    from ..calibration import measured_decode_step
+    from ..datasets import published
+    from ..models import MODELS
+
+    spec = MODELS["qwen3-8b"]
+    read = spec.matrix_weight_bytes() + batch * context_tokens * spec.kv_bytes_per_token()
+    step = measured_decode_step(read)
+    return batch_sweep(published("batch_sweep_8_1"), batch, step,
+                       f"Batch {batch}: step about {step * 1e3:.2f} ms, {batch / step:,.0f} tok/s in total, "
+                       f"{1 / step:.0f} tok/s per request")

@@ -1,0 +1,123 @@
+"""A request's timeline and the metrics read off it: TTFT, ITL, request time, throughput.
+
+t_a is the arrival time and t_1 ... t_G the times the G output tokens reach the user:
+TTFT = t_1 - t_a, ITL_j = t_{j+1} - t_j, T_request = TTFT + sum_j ITL_j = t_G - t_a.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._validate import non_negative, positive, positive_int
+
+
+@dataclass(frozen=True)
+class RequestTimes:
+    """Arrival time and output-token emission times of one request (seconds)."""
+
+    arrival_s: float
+    token_times_s: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        non_negative("arrival_s", self.arrival_s)
+        times = np.asarray(self.token_times_s, dtype=float)
+        if times.size == 0:
+            raise ValueError("token_times_s must hold at least one output token time")
+        if not np.all(np.isfinite(times)) or np.any(np.diff(times) < 0):
+            raise ValueError("token_times_s must be finite and non-decreasing")
+        if times[0] < self.arrival_s:
+            raise ValueError(f"first token ({times[0]}) comes before arrival_s ({self.arrival_s})")
+
+    @property
+    def output_tokens(self) -> int:
+        """G, the number of output tokens."""
+        return len(self.token_times_s)
+
+    @property
+    def ttft_s(self) -> float:
+        """Time to first token, t_1 - t_a."""
+        return self.token_times_s[0] - self.arrival_s
+
+    @property
+    def itls_s(self) -> np.ndarray:
+        """The G - 1 inter-token latencies t_{j+1} - t_j."""
+        return np.diff(np.asarray(self.token_times_s, dtype=float))
+
+    @property
+    def max_itl_s(self) -> float:
+        """Longest gap between consecutive output tokens (0 for a single token)."""
+        itls = self.itls_s
+        return float(itls.max()) if itls.size else 0.0
+
+    @property
+    def mean_itl_s(self) -> float:
+        """Mean inter-token latency (0 for a single token)."""
+        itls = self.itls_s
+        return float(itls.mean()) if itls.size else 0.0
+
+    @property
+    def request_time_s(self) -> float:
+        """End-to-end time, TTFT + sum of ITLs = t_G - t_a."""
+        return self.token_times_s[-1] - self.arrival_s
+
+    def meets(self, deadline_s: float) -> bool:
+        """Whether the whole answer arrives within ``deadline_s`` of arrival."""
+        return self.request_time_s <= positive("deadline_s", deadline_s)
+
+
+def single_request(
+    queue_s: float,
+    prefill_s: float,
+    itl_s: float,
+    output_tokens: int,
+    arrival_s: float = 0.0,
+    stalls_s: Mapping[int, float] | None = None,
+) -> RequestTimes:
+    """Timeline of a request that queues, prefills (emitting token 1), then decodes one token per ``itl_s``.
+
+    ``stalls_s`` maps a gap index j (1-based: the gap before token j + 1) to extra seconds,
+    e.g. ``{100: 0.096}`` for another request's prefill inserted into the 100th gap.
+    """
+    non_negative("queue_s", queue_s)
+    non_negative("prefill_s", prefill_s)
+    non_negative("itl_s", itl_s)
+    g = positive_int("output_tokens", output_tokens)
+    gaps = np.full(g - 1, float(itl_s))
+    for j, extra in (stalls_s or {}).items():
+        if not 1 <= j <= g - 1:
+            raise ValueError(f"stalls_s key {j} must be a gap index in 1..{g - 1}")
+        gaps[j - 1] += non_negative("stalls_s value", extra)
+    first = arrival_s + queue_s + prefill_s
+    times = first + np.concatenate([[0.0], np.cumsum(gaps)])
+    return RequestTimes(arrival_s, tuple(times.tolist()))
+
+
+def request_time(queue_s: float, prefill_s: float, itl_s: float, output_tokens: int) -> float:
+    """Seconds from arrival to the last token: queue + prefill + (G - 1) x ITL."""
+    return single_request(queue_s, prefill_s, itl_s, output_tokens).request_time_s
+
+
+def decode_throughput(batch: int, step_s: float) -> float:
+    """Output tokens per second when each decode step of ``step_s`` emits one token per request."""
+    return positive_int("batch", batch) / positive("step_s", step_s)
+
+
+def summarize(requests: Sequence[RequestTimes]) -> dict[str, float]:
+    """Batch-level metrics: mean TTFT, mean and max ITL, makespan and output throughput (tokens/s)."""
+    if not requests:
+        raise ValueError("requests must not be empty")
+    start = min(r.arrival_s for r in requests)
+    end = max(r.token_times_s[-1] for r in requests)
+    itls = np.concatenate([r.itls_s for r in requests])
+    tokens = sum(r.output_tokens for r in requests)
+    span = end - start
+    return {
+        "mean_ttft_s": float(np.mean([r.ttft_s for r in requests])),
+        "mean_itl_s": float(itls.mean()) if itls.size else 0.0,
+        "max_itl_s": float(itls.max()) if itls.size else 0.0,
+        "makespan_s": span,
+        "throughput_tok_s": tokens / span if span > 0 else float("inf"),
+    }

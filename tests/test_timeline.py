@@ -1,0 +1,71 @@
+"""Request timeline and metrics of sections 8.1.1 and 8.1.3."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from inferlab.calibration import prefill_time
+from inferlab.hardware import ACCELERATORS
+from inferlab.models import MODELS
+from inferlab.timeline import RequestTimes, decode_throughput, request_time, single_request, summarize
+
+
+def test_single_request_of_the_chapter() -> None:
+    r = single_request(queue_s=0.1, prefill_s=0.096, itl_s=0.0265, output_tokens=256)
+    assert round(r.ttft_s, 3) == 0.196
+    assert len(r.itls_s) == 255
+    assert round(r.itls_s.sum(), 2) == 6.76
+    assert round(r.request_time_s, 2) == 6.95
+    assert r.meets(7.0)
+
+
+def test_one_inserted_prefill_breaks_the_deadline() -> None:
+    r = single_request(0.1, 0.096, 0.0265, 256, stalls_s={128: 0.096})
+    assert round(r.request_time_s, 2) == 7.05
+    assert r.max_itl_s == pytest.approx(0.123, abs=0.0006)  # "about 123 ms"
+    assert not r.meets(7.0)
+
+
+def test_throughput_of_a_batch() -> None:
+    assert round(decode_throughput(16, 0.02744)) == 583
+    assert round(decode_throughput(1, 0.02626)) == 38
+
+
+def test_prefill_times_at_measured_efficiency() -> None:
+    qwen, rtx = MODELS["qwen3-8b"], ACCELERATORS["rtx-pro-6000"]
+    assert round(prefill_time(qwen, rtx, 6144) * 1000, 1) == 307.9
+    assert round(prefill_time(qwen, rtx, 2048) * 1000, 1) == 94.7
+
+
+@given(
+    st.floats(0, 10), st.floats(0, 10), st.floats(0, 1), st.integers(1, 2000), st.floats(0, 100)
+)
+def test_request_time_identity(queue: float, prefill: float, itl: float, g: int, arrival: float) -> None:
+    r = single_request(queue, prefill, itl, g, arrival_s=arrival)
+    assert r.request_time_s == pytest.approx(r.ttft_s + r.itls_s.sum(), abs=1e-9)
+    assert r.request_time_s == pytest.approx(queue + prefill + (g - 1) * itl, abs=1e-6)
+    assert request_time(queue, prefill, itl + 0.001, g) >= request_time(queue, prefill, itl, g)
+
+
+def test_summary_of_several_requests() -> None:
+    a = RequestTimes(0.0, (0.1, 0.2, 0.3))
+    b = RequestTimes(0.05, (0.25, 0.45))
+    s = summarize([a, b])
+    assert s["makespan_s"] == pytest.approx(0.45)
+    assert s["max_itl_s"] == pytest.approx(0.2)
+    assert s["throughput_tok_s"] == pytest.approx(5 / 0.45)
+    assert np.isclose(s["mean_ttft_s"], (0.1 + 0.2) / 2)
+
+
+def test_timeline_validation() -> None:
+    with pytest.raises(ValueError, match="token_times_s"):
+        RequestTimes(0.0, ())
+    with pytest.raises(ValueError, match="arrival_s"):
+        RequestTimes(1.0, (0.5,))
+    with pytest.raises(ValueError, match="output_tokens"):
+        single_request(0, 0, 0.01, 0)
+    with pytest.raises(ValueError, match="stalls_s"):
+        single_request(0, 0, 0.01, 3, stalls_s={3: 0.1})
+    with pytest.raises(ValueError, match="batch"):
+        decode_throughput(0, 0.01)
