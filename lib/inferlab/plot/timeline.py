@@ -4,12 +4,16 @@ KV capacity against a budget, and the batch sweep."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
 from ..timeline import RequestTimes
+
+if TYPE_CHECKING:
+    from ..widgets import Explorer
 from . import COLORS, caption, deadline_line, new_figure
 
 
@@ -174,3 +178,44 @@ def draw_batch(batch: int, context_tokens: int = 2048) -> Figure:
     return batch_sweep(published("batch_sweep_8_1"), batch, step,
                        f"Batch {batch}: step about {step * 1e3:.2f} ms, {batch / step:,.0f} tok/s in total, "
                        f"{1 / step:.0f} tok/s per request")
+
+
+# ---- the section's explorers (notebooks display them; tests sweep every ``*_explorer``) ----
+
+def request_explorer() -> "Explorer":
+    """Figure 8-2 with sliders for queueing, prefill, ITL, output length, inserted prefills and deadline."""
+    from .. import widgets as w
+
+    return w.explore(
+        draw_single_request,
+        queue_s=w.float_slider("queueing delay", 0.0, 2.0, 0.1, 0.05, "s"),
+        prefill_ms=w.float_slider("prefill time", 10, 1000, 96, 2, "ms"),
+        itl_ms=w.float_slider("inter-token latency", 5, 60, 26.5, 0.5, "ms"),
+        output_tokens=w.int_slider("output tokens", 1, 1024, 256, 1),
+        inserted_prefills=w.int_slider("inserted prefills", 0, 20, 0, 1),
+        deadline_s=w.float_slider("deadline", 1, 20, 7, 0.5, "s"),
+    )
+
+
+def capacity_explorer() -> "Explorer":
+    """KV capacity with controls for model, budget, request shape, block size, element size and shared prefix."""
+    from .. import widgets as w
+    from ..models import MODELS
+
+    return w.explore(
+        draw_capacity,
+        model=w.choice("model", list(MODELS), "qwen3-8b"),
+        kv_budget_gib=w.float_slider("KV budget", 1, 80, 12, 1, "GiB"),
+        prompt_tokens=w.int_slider("prompt", 16, 32768, 8192, 16, "tokens"),
+        output_tokens=w.int_slider("output", 1, 4096, 256, 1, "tokens"),
+        block_size=w.choice("block size (tokens)", [1, 8, 16, 32, 64, 128], 16),
+        dtype_bytes=w.choice("bytes per element", [0.5, 1, 2, 4], 2),
+        shared_prefix_tokens=w.int_slider("shared prefix", 0, 32768, 0, 16, "tokens"),
+    )
+
+
+def batch_explorer() -> "Explorer":
+    """The published batch sweep with a batch slider."""
+    from .. import widgets as w
+
+    return w.explore(draw_batch, batch=w.int_slider("batch", 1, 128, 16, 1, "requests"))

@@ -1,0 +1,64 @@
+"""Execute a widget notebook many times headless and report stalls (nbclient#312 and the shutdown deadlock).
+
+    python benchmarks/headless_loop.py chapters/8-1-1-request-lifecycle.ipynb --runs 100
+    python benchmarks/headless_loop.py --amplified --runs 30 --no-fix   # reproduce stall A without the fix
+
+A run counts as stalled when it takes longer than the median by more than ``--slack`` seconds
+(stall A costs a whole cell timeout, stall B about 2.5 s). ``--amplified`` runs a one-cell notebook
+that displays an ``ipywidgets.Output`` and calls ``display`` 100 times inside it, the deterministic trigger.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_notebook
+from tqdm import tqdm
+
+AMPLIFIED = """
+import ipywidgets as w
+from IPython.display import display
+out = w.Output()
+display(out)
+with out:
+    for i in range(100):
+        display(i)
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("notebook", nargs="?")
+    ap.add_argument("--amplified", action="store_true")
+    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--timeout", type=int, default=10)
+    ap.add_argument("--slack", type=float, default=2.0)
+    ap.add_argument("--no-fix", action="store_true")
+    args = ap.parse_args()
+    if not args.no_fix:
+        import inferlab.headless  # noqa: F401
+    from nbclient import NotebookClient
+
+    if args.amplified:
+        nb = new_notebook(cells=[new_code_cell(AMPLIFIED)])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    elif args.notebook:
+        nb = nbformat.read(args.notebook, as_version=4)
+    else:
+        ap.error("give a notebook or --amplified")
+    times = []
+    for _ in tqdm(range(args.runs), desc="executions"):
+        t0 = time.perf_counter()
+        NotebookClient(nbformat.from_dict(nb), timeout=args.timeout).execute()
+        times.append(time.perf_counter() - t0)
+    med = statistics.median(times)
+    stalled = [t for t in times if t > med + args.slack]
+    print(f"runs={args.runs} fix={'off' if args.no_fix else 'on'} median={med:.2f}s max={max(times):.2f}s "
+          f"stalled={len(stalled)} ({', '.join(f'{t:.1f}s' for t in stalled)})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""Widget helpers, and every section explorer swept to its extremes.
+
+Explorers are found automatically: every function named ``*_explorer`` in a module of
+``inferlab.plot`` builds one, so a new section's widgets are tested as soon as they exist.
+"""
+
+import importlib
+import pkgutil
+
+import ipywidgets as w
+import pytest
+from matplotlib.figure import Figure
+
+import inferlab.plot
+from inferlab import widgets
+from inferlab.plot import timeline as tplot
+from inferlab.plot import to_png
+
+
+def test_explorer_renders_current_values_and_sweeps_extremes() -> None:
+    def draw(a: int, b: str) -> str:
+        return f"{a}-{b}"
+
+    ex = widgets.explore(draw, a=widgets.int_slider("a", 1, 9, 3), b=widgets.choice("b", ["x", "y"], "y"))
+    assert ex.render() == "3-y"
+    assert ex.render(a=7) == "7-y"
+    swept = [args for args, _ in ex.sweep()]
+    assert swept == [{"a": 1}, {"a": 9}, {"b": "x"}, {"b": "y"}]
+
+
+def test_controls_validate() -> None:
+    with pytest.raises(ValueError, match="value"):
+        widgets.int_slider("n", 1, 5, 9)
+    with pytest.raises(ValueError, match="controls"):
+        widgets.explore(lambda: None)
+    assert isinstance(widgets.log_slider("batch", 0, 8, 16), w.FloatLogSlider)
+
+
+def _explorer_factories() -> dict[str, object]:
+    found = {}
+    for info in pkgutil.iter_modules(inferlab.plot.__path__):
+        module = importlib.import_module(f"inferlab.plot.{info.name}")
+        for name in dir(module):
+            if name.endswith("_explorer") and callable(getattr(module, name)):
+                found[f"{info.name}.{name}"] = getattr(module, name)
+    return found
+
+
+FACTORIES = _explorer_factories()
+
+
+def test_the_8_1_explorers_are_found() -> None:
+    assert {"timeline.request_explorer", "timeline.capacity_explorer", "timeline.batch_explorer"} <= set(FACTORIES)
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_every_explorer_at_its_extremes(name: str) -> None:
+    explorer = FACTORIES[name]()
+    assert isinstance(explorer.render(), (Figure, str)) or explorer.render() is not None
+    for args, result in explorer.sweep():
+        assert result is not None, args
+        if isinstance(result, Figure):
+            assert to_png(result)[:4] == b"\x89PNG"
+
+
+def test_capacity_figure_with_a_prefix_longer_than_the_prompt_is_clamped() -> None:
+    fig = tplot.draw_capacity("qwen3-8b", 12, 1024, 16, shared_prefix_tokens=8192)
+    assert "fit in 12 GiB" in fig._suptitle.get_text()
