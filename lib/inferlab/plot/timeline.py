@@ -84,9 +84,12 @@ def kv_capacity(counts: np.ndarray, kv_bytes: np.ndarray, budget_bytes: float, f
     fig, ax = new_figure(width=6.5, height=3.0)
     y = kv_bytes / unit_bytes
     ok = kv_bytes <= budget_bytes
-    ax.step(counts, y, where="mid", color=COLORS["kv"], label=label)
-    ax.fill_between(counts, 0, y, where=ok, step="mid", color=COLORS["kv"], alpha=0.35, label="fits")
-    ax.fill_between(counts, 0, y, where=~ok, step="mid", color=COLORS["unused"], alpha=0.6, label="does not fit")
+    if len(counts) <= 80:  # few enough for one bar per request count
+        ax.bar(counts[ok], y[ok], width=0.85, color=COLORS["kv"], alpha=0.8, label=f"{label}: fits")
+        ax.bar(counts[~ok], y[~ok], width=0.85, color=COLORS["unused"], label="does not fit")
+    else:
+        ax.plot(counts[ok], y[ok], color=COLORS["kv"], lw=2, label=f"{label}: fits")
+        ax.plot(counts[~ok], y[~ok], color=COLORS["unused"], lw=2, label="does not fit")
     deadline_line(ax, budget_bytes / unit_bytes, f"KV budget {budget_bytes / unit_bytes:,.0f} {unit}", vertical=False)
     ax.axvline(fits, color="black", lw=0.8, ls=":")
     ax.text(fits, budget_bytes / unit_bytes * 1.03, f" {fits:,} fit", ha="left", va="bottom")
