@@ -1,7 +1,9 @@
-"""Test-session set-up: reliable headless notebook execution for nbmake (workers too)."""
+"""Test-session set-up: reliable headless notebook execution for nbmake (xdist workers too)."""
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-import inferlab.headless  # noqa: E402,F401  (applies the nbclient fixes on import)
+from inferlab import headless  # noqa: E402
+
+headless.install()

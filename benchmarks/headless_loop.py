@@ -15,19 +15,9 @@ import statistics
 import time
 
 import nbformat
-from nbformat.v4 import new_code_cell, new_notebook
 from tqdm import tqdm
 
-AMPLIFIED = """
-import ipywidgets as w
-from IPython.display import display
-out = w.Output()
-display(out)
-with out:
-    for i in range(100):
-        display(i)
-"""
-
+from inferlab import headless
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -39,12 +29,11 @@ def main() -> None:
     ap.add_argument("--no-fix", action="store_true")
     args = ap.parse_args()
     if not args.no_fix:
-        import inferlab.headless  # noqa: F401
+        headless.install()
     from nbclient import NotebookClient
 
     if args.amplified:
-        nb = new_notebook(cells=[new_code_cell(AMPLIFIED)])
-        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nb = headless.stall_probe_notebook()
     elif args.notebook:
         nb = nbformat.read(args.notebook, as_version=4)
     else:

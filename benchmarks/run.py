@@ -21,7 +21,9 @@ def notebook_times() -> None:
     import nbformat
     from nbclient import NotebookClient
 
-    import inferlab.headless  # noqa: F401
+    from inferlab import headless
+
+    headless.install()
 
     print("\n== notebook execution times")
     for path in sorted([*ROOT.glob("chapters/*.ipynb"), *ROOT.glob("exercises/*.ipynb")]):

@@ -9,8 +9,8 @@ A. A cell that puts output into an ipywidgets ``Output`` makes nbclient send a `
 B. On ``shutdown_request`` ipykernel can deadlock between its control and IOPub threads,
    so nbclient waits for SIGTERM (about 2.5 s). Fix: shut the kernel down immediately.
 
-Importing this module applies both (idempotently). Sphinx loads it as an extension through
-``_config.yml``; ``tests/conftest.py`` imports it for nbmake. Details: shared/notes.
+``install()`` applies both, idempotently. Sphinx loads this module as an extension through
+``_config.yml`` (its ``setup`` installs); ``conftest.py`` installs for nbmake. Details: shared/notes.
 """
 
 from __future__ import annotations
@@ -42,10 +42,28 @@ def install() -> None:
     setattr(AsyncZMQSocketChannel, _PATCHED, True)
 
 
+#: The deterministic trigger of stall A: output into an ipywidgets.Output while a cell runs.
+STALL_PROBE = """
+import ipywidgets as w
+from IPython.display import display
+out = w.Output()
+display(out)
+with out:
+    for i in range(100):
+        display(i)
+"""
+
+
+def stall_probe_notebook() -> Any:
+    """A one-cell notebook that stalls for a whole cell timeout without fix A (nbformat node)."""
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    nb = new_notebook(cells=[new_code_cell(STALL_PROBE)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
 def setup(app: Any) -> dict[str, Any]:
-    """Sphinx extension entry point: the import already installed the fixes."""
+    """Sphinx extension entry point: install the fixes before myst-nb executes notebooks."""
     install()
     return {"parallel_read_safe": True, "parallel_write_safe": True}
-
-
-install()
