@@ -1,0 +1,126 @@
+"""One scheduler iteration's work and what it costs: the fitted linear model and a roofline model.
+
+An iteration runs a list of ``Work`` items, one per request that takes part: a prompt piece
+(``new_tokens`` of its prompt after ``cached_tokens`` already in the KV) or a decode (one new
+token after the prompt and the earlier outputs). A cost function maps that list to seconds;
+any callable with the signature of ``CostFn`` plugs into ``scheduler.simulate``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from ._validate import non_negative, non_negative_int, positive, positive_int
+from .hardware import Accelerator
+from .models import ModelSpec, causal_pairs
+from .units import ms, ns, us
+
+if TYPE_CHECKING:
+    from .scheduler import Request
+
+Kind = Literal["prefill", "decode"]
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """One request's share of an iteration: ``new_tokens`` run after ``cached_tokens``, emitting ``emits`` tokens."""
+
+    request: "Request"
+    kind: Kind
+    new_tokens: int
+    cached_tokens: int
+    emits: int
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("prefill", "decode"):
+            raise ValueError(f"kind must be 'prefill' or 'decode', got {self.kind!r}")
+        # fast path for plain ints (the simulator builds millions of items); full checks otherwise
+        if not (type(self.new_tokens) is int and type(self.cached_tokens) is int and type(self.emits) is int
+                and self.new_tokens >= 1 and self.cached_tokens >= 0 and self.emits >= 0):
+            positive_int("new_tokens", self.new_tokens)
+            non_negative_int("cached_tokens", self.cached_tokens)
+            non_negative_int("emits", self.emits)
+
+    @property
+    def pairs(self) -> int:
+        """Causal query-key pairs of this item: c*h + c(c+1)/2."""
+        return causal_pairs(self.new_tokens, self.cached_tokens)
+
+
+class CostFn(Protocol):
+    """Seconds one iteration takes to run ``work`` (a non-empty sequence of items)."""
+
+    def __call__(self, work: Sequence[Work]) -> float: ...
+
+
+@dataclass(frozen=True)
+class IterationCost:
+    """Linear iteration cost: fixed_s + per_token_s x new tokens + per_pair_s x causal pairs (seconds)."""
+
+    fixed_s: float
+    per_token_s: float
+    per_pair_s: float
+
+    def __post_init__(self) -> None:
+        non_negative("fixed_s", self.fixed_s)
+        non_negative("per_token_s", self.per_token_s)
+        non_negative("per_pair_s", self.per_pair_s)
+
+    def __call__(self, work: Sequence[Work]) -> float:
+        """Seconds of one iteration running ``work``."""
+        tokens = pairs = 0
+        for item in work:
+            tokens += item.new_tokens
+            pairs += item.cached_tokens * item.new_tokens + item.new_tokens * (item.new_tokens + 1) // 2
+        return self.fixed_s + self.per_token_s * tokens + self.per_pair_s * pairs
+
+    def of(self, new_tokens: int, cached_tokens: int = 0) -> float:
+        """Seconds of an iteration holding one piece of ``new_tokens`` after ``cached_tokens``."""
+        positive_int("new_tokens", new_tokens)
+        pairs = causal_pairs(new_tokens, cached_tokens)
+        return self.fixed_s + self.per_token_s * new_tokens + self.per_pair_s * pairs
+
+
+#: Fitted to experiment 8-1's batch-1 iterations on the RTX PRO 6000 (Chapter 8, section 8.2.2):
+#: 26.22 ms + 30.4 us per new token + 3 ns per causal pair.
+FITTED_COST = IterationCost(26.22 * ms, 30.4 * us, 3 * ns)
+
+
+@dataclass(frozen=True)
+class RooflineCost:
+    """Iteration time from a model and an accelerator: max(FLOP/(P*MFU), bytes/(beta*MBU)) + overhead_s.
+
+    Bytes are the matrix weights once plus every item's KV reads (cached and new tokens);
+    FLOP follow ``ModelSpec.flops`` with one lm_head row per emitted token.
+    """
+
+    model: ModelSpec
+    accelerator: Accelerator
+    mfu: float = 1.0
+    mbu: float = 1.0
+    overhead_s: float = 0.0
+    dtype_bytes: float = 2
+
+    def __post_init__(self) -> None:
+        for name in ("mfu", "mbu"):
+            value = positive(name, getattr(self, name))
+            if value > 1:
+                raise ValueError(f"{name} must lie in (0, 1], got {value!r}")
+        non_negative("overhead_s", self.overhead_s)
+        positive("dtype_bytes", self.dtype_bytes)
+
+    def __call__(self, work: Sequence[Work]) -> float:
+        """Seconds of one iteration running ``work``."""
+        flops = 0.0
+        kv_tokens = 0
+        for item in work:
+            flops += self.model.flops(item.new_tokens, item.cached_tokens, logits=min(item.emits, item.new_tokens))
+            kv_tokens += item.cached_tokens + item.new_tokens
+        read = self.model.matrix_weight_bytes(self.dtype_bytes) + kv_tokens * self.model.kv_bytes_per_token(
+            self.dtype_bytes
+        )
+        compute_s = self.accelerator.compute_time(flops, self.mfu)
+        memory_s = self.accelerator.memory_time(read, self.mbu)
+        return max(compute_s, memory_s) + self.overhead_s

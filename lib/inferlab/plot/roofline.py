@@ -1,0 +1,169 @@
+"""Drawings of section 8.2.1: bytes per output token against batch (Figure 8-3), a separate weight store (Figure 8-4), the step roofline."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
+
+from .. import roofline as R
+from ..hardware import ACCELERATORS, Accelerator
+from ..models import MODELS, ModelSpec
+from ..units import GB, GiB, ms
+from . import COLORS, caption, new_figure
+
+if TYPE_CHECKING:
+    from ..widgets import Explorer
+
+__all__ = ["bytes_per_token_figure", "fast_store_figure", "step_time_figure", "draw_weight_reuse", "weight_reuse_explorer"]
+
+#: The chapter's Figure 8-3 colours: blue for 2K, green for 8K contexts.
+CONTEXT_COLORS = {2048: COLORS["prefill"], 8192: COLORS["decode"]}
+
+
+def _plain_log_axes(ax) -> None:
+    """Log axes without minor ticks and with plain tick labels (mathtext labels make a redraw several times slower)."""
+    ax.minorticks_off()
+    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+    ax.xaxis.set_major_formatter(plain)
+    ax.yaxis.set_major_formatter(plain)
+
+
+def _batches(max_batch: int) -> np.ndarray:
+    return 2 ** np.arange(0, int(np.log2(max_batch)) + 1)
+
+
+def bytes_per_token_figure(model: ModelSpec, contexts: Sequence[int] = (2048, 8192), max_batch: int = 256,
+                           mark_batch: int | None = None, figure_caption: str | None = None) -> Figure:
+    """Log-log bytes read per output token against batch: D_w/b + L*k per context, KV floors, shared weights."""
+    fig, ax = new_figure(width=7, height=3.8)
+    _draw_bytes(ax, model, contexts, max_batch, mark_batch)
+    if figure_caption:
+        caption(fig, figure_caption)
+    return fig
+
+
+def _draw_bytes(ax, model: ModelSpec, contexts: Sequence[int], max_batch: int, mark_batch: int | None) -> None:
+    dw, k = model.matrix_weight_bytes(), model.kv_bytes_per_token()
+    b = _batches(max_batch)
+    palette = [COLORS["prefill"], COLORS["decode"], COLORS["kv"], COLORS["highlight"]]
+    for i, L in enumerate(contexts):
+        color = CONTEXT_COLORS.get(L, palette[i % len(palette)])
+        d = np.array([R.bytes_per_output_token(int(x), L, dw, k) for x in b]) / GiB
+        ax.plot(b, d, "o-", color=color, ms=4, label=f"L = {L:,}: weights/b + KV")
+        ax.axhline(L * k / GiB, color=color, ls=":", lw=1.2, label=f"L = {L:,}: KV only")
+        if mark_batch:
+            y = R.bytes_per_output_token(mark_batch, L, dw, k) / GiB
+            ax.plot([mark_batch], [y], "o", ms=9, mfc="none", mec=COLORS["deadline"], mew=1.5)
+            ax.annotate(f"{y:.2f} GiB", (mark_batch, y), textcoords="offset points", xytext=(-10, -16), fontsize=8,
+                        color=COLORS["deadline"])
+        bk = R.b_kv(dw, L, k)
+        if bk > max_batch:
+            continue
+        ax.plot([bk], [R.bytes_per_output_token(bk, L, dw, k) / GiB], "D", color=color, ms=6, mec="black")
+        ax.annotate(f"b_KV = {bk}", (bk, R.bytes_per_output_token(bk, L, dw, k) / GiB), textcoords="offset points",
+                    xytext=(6, 6), fontsize=8, color=color)
+    ax.plot(b, dw / b / GiB, "--", color=COLORS["weights"], label="shared weights D_w / b")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    _plain_log_axes(ax)
+    ax.set_xticks(b, [str(int(x)) for x in b])
+    ax.set_xlabel("batch b (requests decoding together)")
+    ax.set_ylabel("bytes read per output token (GiB)")
+    ax.legend(loc="upper right", fontsize=8)
+
+
+def fast_store_figure(model: ModelSpec, context_tokens: int = 8192, max_batch: int = 256,
+                      figure_caption: str | None = None) -> Figure:
+    """HBM bytes per output token at one context: W/B + K (weights in HBM) against K (weights in a separate fast store)."""
+    w, kv = model.matrix_weight_bytes(), context_tokens * model.kv_bytes_per_token()
+    b = _batches(max_batch)
+    conv = np.array([R.hbm_bytes_per_output_token(int(x), w, kv) for x in b]) / GiB
+    fast = np.array([R.hbm_bytes_per_output_token(int(x), w, kv, separate_weight_store=True) for x in b]) / GiB
+    fig, ax = new_figure(width=7, height=3.4)
+    ax.plot(b, conv, "o-", color=COLORS["weights"], ms=4, label="weights in HBM: W/B + K")
+    ax.plot(b, fast, "o-", color=COLORS["kv"], ms=4, label="separate fast weight store: K")
+    ax.fill_between(b, fast, conv, color=COLORS["unused"], alpha=0.6, label="what batching saves")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    _plain_log_axes(ax)
+    ax.set_xticks(b, [str(int(x)) for x in b])
+    ax.set_xlabel("batch B")
+    ax.set_ylabel("HBM bytes per output token (GiB)")
+    ax.legend(loc="upper right", title=f"{model.name}, context {context_tokens:,} tokens", title_fontsize=9)
+    if figure_caption:
+        caption(fig, figure_caption)
+    return fig
+
+
+def step_time_figure(model: ModelSpec, accelerator: Accelerator, context_tokens: int = 2048, max_batch: int = 256,
+                     mark_batch: int | None = None, mfu: float = 1.0, mbu: float = 1.0,
+                     separate_weight_store: bool = False) -> Figure:
+    """Roofline of one decode step against batch: compute b*F/P, reads (D_w + b*L*k)/beta, and their max (ms)."""
+    fig, ax = new_figure(width=7, height=3.4)
+    _draw_step(ax, model, accelerator, context_tokens, max_batch, mark_batch, mfu, mbu, separate_weight_store)
+    return fig
+
+
+def _draw_step(ax, model: ModelSpec, accelerator: Accelerator, context_tokens: int, max_batch: int,
+               mark_batch: int | None, mfu: float, mbu: float, separate_weight_store: bool) -> None:
+    dw, k = model.matrix_weight_bytes(), model.kv_bytes_per_token()
+    f = R.decode_flops_per_request(model, context_tokens)
+    b = np.unique(np.geomspace(1, max_batch, 80).astype(int))
+    p, beta = accelerator.peak_bf16_flops * mfu, accelerator.hbm_bandwidth * mbu
+    compute = b * f / p / ms
+    weights = 0.0 if separate_weight_store else dw
+    memory = (weights + b * context_tokens * k) / beta / ms
+    ax.plot(b, compute, color=COLORS["prefill"], label="compute b*F/P")
+    ax.plot(b, memory, color=COLORS["kv"], label="reads (D_w + b*L*k)/beta")
+    ax.plot(b, np.maximum(compute, memory), color="black", lw=2, alpha=0.35, label="step time (max)")
+    cross = R.compute_memory_crossover(f, context_tokens, weights, k, accelerator.peak_bf16_flops,
+                                       accelerator.hbm_bandwidth, mfu, mbu)
+    if np.isfinite(cross) and cross <= max_batch:
+        ax.axvline(cross, color=COLORS["deadline"], ls="--", lw=1, label=f"crossover b = {cross:.0f}")
+    if mark_batch:
+        t = R.step_time(mark_batch, f, context_tokens, weights, k, accelerator.peak_bf16_flops,
+                        accelerator.hbm_bandwidth, mfu, mbu)
+        ax.plot([mark_batch], [t / ms], "o", color=COLORS["deadline"])
+        ax.annotate(f"{t / ms:.2f} ms", (mark_batch, t / ms), textcoords="offset points", xytext=(6, -12),
+                    fontsize=8)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    _plain_log_axes(ax)
+    ticks = _batches(max_batch)
+    ax.set_xticks(ticks, [str(int(x)) for x in ticks])
+    ax.set_xlabel("batch b")
+    ax.set_ylabel("time per step (ms)")
+    bound = "never compute-bound" if not np.isfinite(cross) else f"compute-bound above b = {cross:.0f}"
+    ax.set_title(f"{accelerator.name}, L = {context_tokens:,}: {bound}")
+    ax.legend(loc="upper left", fontsize=8)
+
+
+def draw_weight_reuse(batch: int = 16, context_tokens: int = 2048, bandwidth_gbs: float = 1792.0,
+                      accelerator: str = "rtx-pro-6000") -> Figure:
+    """Widget callback: bytes per output token at one context with ``batch`` marked, beside the step roofline."""
+    model = MODELS["qwen3-8b"]
+    acc = replace(ACCELERATORS[accelerator], hbm_bandwidth=bandwidth_gbs * GB)
+    fig, (ax, bx) = new_figure(1, 2, width=11, height=3.8)
+    _draw_bytes(ax, model, (int(context_tokens),), 256, int(batch))
+    _draw_step(bx, model, acc, int(context_tokens), 256, int(batch), 1.0, 1.0, False)
+    return fig
+
+
+# ---- the section's explorers (notebooks display them; tests sweep every ``*_explorer``) ----
+def weight_reuse_explorer() -> "Explorer":
+    """Bytes per output token and the step roofline with sliders for batch, context, bandwidth and accelerator."""
+    from .. import widgets as w
+
+    return w.explore(
+        draw_weight_reuse,
+        batch=w.int_slider("batch", 1, 256, 16, 1, "requests"),
+        context_tokens=w.int_slider("context", 128, 32768, 2048, 128, "tokens"),
+        bandwidth_gbs=w.float_slider("memory bandwidth", 100, 8000, 1792, 100, "GB/s"),
+        accelerator=w.choice("accelerator (FLOP/s)", list(ACCELERATORS), "rtx-pro-6000"),
+    )

@@ -1,0 +1,281 @@
+"""Drawings of section 8.2: Gantt charts from the scheduler's iteration log, causal-pair grids, budget and padding plots.
+
+Every function returns a ``matplotlib.figure.Figure`` built with ``plot.new_figure``; the
+``draw_*`` functions are the pure callbacks of the section's widgets.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from .. import chunking, shapes
+from ..iteration import FITTED_COST, IterationCost
+from ..scheduler import Schedule, run_example
+from ..units import ms
+from . import COLORS, caption, new_figure
+
+if TYPE_CHECKING:
+    from ..widgets import Explorer
+
+__all__ = ["gantt", "shared_xmax", "draw_example", "pair_grid_figure", "chunk_time_figure", "draw_chunk",
+           "budget_sweep_figure", "padding_figure", "draw_padding", "budget_rule_figure",
+           "draw_budget_rule", "example_explorer", "chunk_explorer", "padding_explorer", "budget_rule_explorer"]
+
+_BAR_HEIGHT = 0.6
+
+
+def _margins(fig: Figure, top_in: float, bottom_in: float) -> None:
+    """Reserve ``top_in`` / ``bottom_in`` inches above and below the axes (for a caption, a title, a legend)."""
+    height = fig.get_figheight()
+    fig.subplots_adjust(top=1 - top_in / height, bottom=bottom_in / height)
+
+
+def gantt(schedule: Schedule, xmax_s: float | None = None, title: str | None = None,
+          figure_caption: str | None = None, width: float = 7.5) -> Figure:
+    """Gantt chart of ``schedule``: a row per request, a bar per iteration it took part in (ms axis).
+
+    Prefill pieces are blue, decodes green, arrivals are triangles; each bar spans the whole
+    iteration it ran in. ``xmax_s`` fixes the time axis so that several charts share one scale.
+    """
+    names = list(schedule.served)
+    fig, ax = new_figure(width=width, height=0.55 * len(names) + 1.9)
+    _margins(fig, 0.75 if figure_caption else 0.45, 1.0)
+    row = {name: i for i, name in enumerate(names)}
+    for kind in ("prefill", "decode"):
+        spans: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
+        for it in schedule.iterations:
+            for w in it.work:
+                if w.kind == kind:
+                    spans[w.request.name].append((it.start_s / ms, it.duration_s / ms))
+        for name, bars in spans.items():
+            if bars:
+                ax.broken_barh(bars, (row[name] - _BAR_HEIGHT / 2, _BAR_HEIGHT), facecolors=COLORS[kind],
+                               edgecolors="white", linewidth=0.8)
+    for name, s in schedule.served.items():
+        ax.plot(s.request.arrival_s / ms, row[name] - _BAR_HEIGHT / 2 - 0.08, marker="v", color="black",
+                markersize=7, linestyle="none", clip_on=False)
+    ax.set_yticks(range(len(names)), names)
+    ax.set_ylim(len(names) - 0.5, -0.75)
+    ax.set_xlim(0, (xmax_s if xmax_s is not None else schedule.makespan_s * 1.02) / ms)
+    ax.set_xlabel("time (ms)")
+    ax.grid(axis="y", visible=False)
+    handles = [Patch(color=COLORS["prefill"], label="prefill"), Patch(color=COLORS["decode"], label="decode"),
+               ax.plot([], [], "v", color="black", label="arrival")[0]]
+    fig.legend(handles=handles, loc="lower center", ncols=3)
+    ax.set_title(title or f"{schedule.policy}: all done at {schedule.makespan_s / ms:.0f} ms, "
+                          f"longest gap {schedule.max_itl_s / ms:.0f} ms")
+    if figure_caption:
+        caption(fig, figure_caption)
+    return fig
+
+
+def draw_example(policy: str = "continuous", max_running: int = 2, token_budget: int = 4096,
+                 chunk_tokens: int = 2048, xmax_s: float = 1.3) -> Figure:
+    """Widget callback: section 8.2.2's four requests under ``policy`` and the given limits."""
+    chunk = min(chunk_tokens, token_budget)
+    s = run_example(policy, max_running=max(1, max_running), token_budget=max(token_budget, max_running),
+                    chunk_tokens=chunk)
+    return gantt(s, xmax_s=max(xmax_s, s.makespan_s * 1.02))
+
+
+# ---- causal pairs (Figures 8-8, 8-9) -------------------------------------------------------
+_GRID_CMAP = ListedColormap(["white", COLORS["prefill"], COLORS["decode"]])
+
+
+def pair_grid_figure(new_tokens: int, cached_tokens: int = 0, figure_caption: str | None = None) -> Figure:
+    """Query x key grid of one chunk: history pairs blue, in-chunk causal pairs green, future keys white."""
+    grid = chunking.pair_grid(new_tokens, cached_tokens)
+    c, n = grid.shape
+    cell = min(0.35, 6.5 / n)
+    fig, ax = new_figure(width=max(3.6, cell * n + 1.6), height=max(2.0, cell * c + 1.6))
+    _margins(fig, 0.75 if figure_caption else 0.45, 0.55)
+    ax.pcolormesh(np.arange(n + 1), np.arange(c + 1), grid, cmap=_GRID_CMAP, vmin=0, vmax=2,
+                  edgecolors="#999999", linewidth=0.5)
+    ax.set_ylim(c, 0)
+    ax.set_aspect("equal")
+    ax.grid(False)
+    if n <= 40:
+        ax.set_xticks(np.arange(n) + 0.5, [str(i + 1) for i in range(n)], fontsize=7)
+        ax.set_yticks(np.arange(c) + 0.5, [str(cached_tokens + i + 1) for i in range(c)], fontsize=7)
+    ax.set_xlabel("key position")
+    ax.set_ylabel("query (new token)")
+    hist, inner = int((grid == chunking.HISTORY).sum()), int((grid == chunking.IN_CHUNK).sum())
+    ax.set_title(f"c = {c}, h = {cached_tokens}: {hist} history + {inner} in-chunk = {hist + inner} pairs")
+    if figure_caption:
+        caption(fig, figure_caption)
+    return fig
+
+
+def chunk_time_figure(chunk_tokens: int = 512, history_tokens: int = 7680, cost: IterationCost = FITTED_COST,
+                      max_history: int = 16384) -> Figure:
+    """Iteration time of one chunk against its history under a linear ``cost``: fixed, per-token and pair parts."""
+    c = chunk_tokens
+    hs = np.linspace(0, max(max_history, history_tokens), 65).astype(int)
+    fixed, per_token, per_pair = cost.fixed_s, cost.per_token_s, cost.per_pair_s
+    total = np.array([cost.of(c, int(h)) for h in hs]) / ms
+    fig, (ax, bx) = new_figure(1, 2, width=8.5, height=3.2)
+    ax.plot(hs, total, color=COLORS["prefill"], label="fitted cost of the chunk's iteration")
+    ax.axhline((fixed + per_token * c) / ms, color=COLORS["weights"], ls="--", lw=1,
+               label="without attention pairs")
+    here = cost.of(c, history_tokens) / ms
+    ax.plot([history_tokens], [here], "o", color=COLORS["highlight"])
+    ax.annotate(f"{here:.1f} ms", (history_tokens, here), textcoords="offset points", xytext=(6, -12), fontsize=8)
+    ax.set_xlabel("history h (tokens already cached)")
+    ax.set_ylabel("iteration time (ms)")
+    ax.set_ylim(0, total.max() * 1.35)
+    ax.set_title(f"a chunk of {c} tokens against its history")
+    ax.legend(loc="upper left", fontsize=8)
+    pairs_rect = c * history_tokens * per_pair / ms
+    pairs_tri = c * (c + 1) / 2 * per_pair / ms
+    parts = {"fixed": fixed / ms, "per token": per_token * c / ms, "pairs c*h": pairs_rect,
+             "pairs c(c+1)/2": pairs_tri}
+    colors = [COLORS["weights"], COLORS["accent"], COLORS["prefill"], COLORS["decode"]]
+    left = 0.0
+    for (label, value), color in zip(parts.items(), colors):
+        bx.barh([0], [value], height=0.8, left=left, color=color, label=f"{label}: {value:.1f} ms")
+        left += value
+    bx.set_yticks([])
+    bx.set_ylim(-0.6, 2.2)
+    bx.set_xlabel("ms")
+    bx.set_title(f"one chunk: c = {c}, h = {history_tokens}")
+    bx.legend(loc="upper left", ncols=2, fontsize=8)
+    return fig
+
+
+def draw_chunk(chunk_tokens: int = 512, history_tokens: int = 7680) -> Figure:
+    """Widget callback: time of a chunk of ``chunk_tokens`` after ``history_tokens`` under the fitted cost."""
+    return chunk_time_figure(chunk_tokens, history_tokens)
+
+
+# ---- token budget and shape buckets (section 8.2.4) ----------------------------------------
+def budget_sweep_figure(ours: pd.DataFrame, published: pd.DataFrame | None = None) -> Figure:
+    """Late arrivals' mean queueing and the longest gap against the token budget (ours; the chapter's as points)."""
+    fig, (ax, bx) = new_figure(1, 2, width=8.5, height=3.2)
+    budgets = ours.index.to_numpy()
+    ax.plot(budgets, ours["late_queue_mean_s"] / ms, "o-", color=COLORS["queue"], mec="black",
+            label="our simulator")
+    bx.plot(budgets, ours["max_itl_s"] / ms, "o-", color=COLORS["decode"], label="our simulator")
+    if published is not None:
+        ax.plot(published.index, published["late_queue_s"] / ms, "s", color=COLORS["deadline"],
+                label="chapter (measured)")
+        bx.plot(published.index, published["max_itl_s"] / ms, "s", color=COLORS["deadline"],
+                label="chapter (measured)")
+    for a, label in ((ax, "late arrivals' queueing (ms)"), (bx, "longest output gap (ms)")):
+        a.set_xscale("log", base=2)
+        a.minorticks_off()
+        a.set_xticks(budgets, [str(b) for b in budgets])
+        a.set_xlabel("token budget per iteration")
+        a.set_ylabel(label)
+        a.set_ylim(0, None)
+        a.legend()
+    return fig
+
+
+def padding_figure(buckets: Iterable[int], max_rows: int | None = None) -> Figure:
+    """Rows computed against rows needed for a set of captured sizes; the gap is padding."""
+    sizes = shapes.normalize(buckets)
+    top = max_rows or sizes[-1] + max(4, sizes[-1] // 8)
+    rows = np.arange(1, top + 1)
+    padded = np.array([shapes.padded_rows(int(r), sizes) for r in rows])
+    fig, ax = new_figure(width=7, height=3.2)
+    ax.step(rows, padded, where="mid", color=COLORS["prefill"], label="rows computed")
+    ax.plot(rows, rows, color="black", lw=0.8, ls=":", label="rows needed")
+    ax.fill_between(rows, rows, padded, step="mid", color=COLORS["unused"], label="padding")
+    waste = shapes.padding_fraction([int(r) for r in rows[rows <= sizes[-1]]], sizes)
+    ax.set_xlabel("rows in the iteration")
+    ax.set_ylabel("rows computed")
+    ax.set_title(f"{len(sizes)} captured sizes; padding {100 * waste:.1f} % of rows up to {sizes[-1]}")
+    ax.legend(loc="upper left")
+    return fig
+
+
+def draw_padding(step: int = 16, largest: int = 64) -> Figure:
+    """Widget callback: captured sizes 1, 2, 4 and every multiple of ``step`` up to ``largest``."""
+    return padding_figure(shapes.multiples(step, max(largest, step)), max_rows=max(largest, step) + 8)
+
+
+def shared_xmax(schedules: Sequence[Schedule]) -> float:
+    """A common time-axis end (seconds) for several Gantt charts."""
+    return 1.02 * max(s.makespan_s for s in schedules)
+
+
+def budget_rule_figure(gap_limit_s: float = 0.050, history_tokens: int = 4096, decodes: int = 2,
+                       decode_context: int = 2048, cost: IterationCost = FITTED_COST,
+                       max_history: int = 32768) -> Figure:
+    """The two-step rule: a gap limit bounds the iteration; the history then bounds the prompt piece (tokens)."""
+    hs = np.unique(np.concatenate([np.linspace(0, max(max_history, history_tokens), 49).astype(int),
+                                   [history_tokens]]))
+    contexts = (decode_context,) * decodes
+    tokens = [chunking.max_chunk_tokens(cost, gap_limit_s, int(h), contexts) for h in hs]
+    here = chunking.max_chunk_tokens(cost, gap_limit_s, history_tokens, contexts)
+    fig, ax = new_figure(width=7, height=3.2)
+    ax.plot(hs, tokens, color=COLORS["prefill"], label=f"largest piece within {gap_limit_s / ms:.0f} ms")
+    ax.plot([history_tokens], [here], "o", color=COLORS["deadline"])
+    ax.annotate(f"{here:,} tokens", (history_tokens, here), textcoords="offset points", xytext=(6, 6), fontsize=8)
+    ax.set_xlabel("history of the prompt being prefilled (tokens)")
+    ax.set_ylabel("new tokens per iteration")
+    ax.set_ylim(0, max(max(tokens), 1) * 1.15)
+    ax.set_title(f"iteration limit {gap_limit_s / ms:.0f} ms with {decodes} decodes at {decode_context:,} tokens")
+    ax.legend(loc="upper right")
+    return fig
+
+
+def draw_budget_rule(gap_limit_ms: float = 50.0, history_tokens: int = 4096, decodes: int = 2) -> Figure:
+    """Widget callback: ``budget_rule_figure`` with the gap limit in milliseconds."""
+    return budget_rule_figure(gap_limit_ms * ms, int(history_tokens), int(decodes))
+
+
+# ---- the section's explorers (notebooks display them; tests sweep every ``*_explorer``) ----
+def example_explorer() -> "Explorer":
+    """Section 8.2.2's four requests with controls for policy, max running, token budget and chunk size."""
+    from .. import widgets as w
+
+    return w.explore(
+        draw_example,
+        policy=w.choice("policy", ["fixed", "continuous", "chunked"], "chunked"),
+        max_running=w.int_slider("max running", 1, 4, 2, 1, "requests"),
+        token_budget=w.int_slider("token budget", 512, 16384, 4096, 512, "tokens"),
+        chunk_tokens=w.int_slider("chunk size", 128, 8192, 2048, 128, "tokens"),
+    )
+
+
+def chunk_explorer() -> "Explorer":
+    """Time of one prompt chunk against its history, with sliders for chunk size and history."""
+    from .. import widgets as w
+
+    return w.explore(
+        draw_chunk,
+        chunk_tokens=w.int_slider("chunk size", 64, 4096, 512, 64, "tokens"),
+        history_tokens=w.int_slider("history", 0, 32768, 7680, 256, "tokens"),
+    )
+
+
+def padding_explorer() -> "Explorer":
+    """Padding to captured CUDA-graph sizes: 1, 2, 4 and every multiple of a step up to a largest size."""
+    from .. import widgets as w
+
+    return w.explore(
+        draw_padding,
+        step=w.int_slider("captured every", 1, 64, 16, 1, "rows"),
+        largest=w.int_slider("largest captured", 8, 512, 64, 8, "rows"),
+    )
+
+
+def budget_rule_explorer() -> "Explorer":
+    """The two-step rule: gap limit -> iteration time -> new tokens, against the prompt's history."""
+    from .. import widgets as w
+
+    return w.explore(
+        draw_budget_rule,
+        gap_limit_ms=w.float_slider("gap limit", 30, 400, 50, 5, "ms"),
+        history_tokens=w.int_slider("history", 0, 32768, 4096, 256, "tokens"),
+        decodes=w.int_slider("running decodes", 0, 64, 2, 1, "requests"),
+    )

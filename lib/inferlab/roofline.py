@@ -1,0 +1,189 @@
+"""Why batching pays: weight reads shared by a batch, KV reads that are not, and the step-time roofline.
+
+One decode step of b requests, each with L context tokens and k KV bytes per token, reads the
+matrix weights once (D_w) and every request's own KV: D(b, L) = D_w + b*L*k bytes, so each
+output token costs d(b, L) = D_w/b + L*k bytes (Chapter 8, section 8.2.1). The step takes at
+least max(b*F/P, D(b, L)/beta): compute at P FLOP/s (times MFU) or reads at beta bytes/s
+(times MBU), whichever is slower.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Hashable, Iterable
+
+from ._validate import fraction, non_negative, non_negative_int, positive, positive_int
+from .hardware import Accelerator
+from .models import ModelSpec
+
+
+def _efficiency(name: str, value: float) -> float:
+    """An efficiency (MFU or MBU) must lie in (0, 1]."""
+    positive(name, value)
+    return fraction(name, value)
+
+
+# ---- bytes ---------------------------------------------------------------------------------
+def weight_intensity(batch: int, weight_element_bytes: float = 2) -> float:
+    """FLOP per byte of weight read when ``batch`` rows share each weight: 2b / s_w."""
+    return 2 * positive_int("batch", batch) / positive("weight_element_bytes", weight_element_bytes)
+
+
+def step_read_bytes(batch: int, context_tokens: int, matrix_weight_bytes: float, kv_bytes_per_token: float) -> float:
+    """Bytes one decode step reads: D(b, L) = D_w + b*L*k (weights once, KV per request)."""
+    positive_int("batch", batch)
+    non_negative_int("context_tokens", context_tokens)
+    non_negative("matrix_weight_bytes", matrix_weight_bytes)
+    non_negative("kv_bytes_per_token", kv_bytes_per_token)
+    return matrix_weight_bytes + batch * context_tokens * kv_bytes_per_token
+
+
+def bytes_per_output_token(
+    batch: int, context_tokens: int, matrix_weight_bytes: float, kv_bytes_per_token: float
+) -> float:
+    """Bytes read per output token: d(b, L) = D_w/b + L*k."""
+    return step_read_bytes(batch, context_tokens, matrix_weight_bytes, kv_bytes_per_token) / batch
+
+
+def hbm_bytes_per_output_token(
+    batch: int, weight_bytes: float, kv_bytes: float, separate_weight_store: bool = False
+) -> float:
+    """HBM bytes per output token: W/B + K, or only K when weights come from a separate fast store."""
+    positive_int("batch", batch)
+    non_negative("weight_bytes", weight_bytes)
+    non_negative("kv_bytes", kv_bytes)
+    return kv_bytes if separate_weight_store else weight_bytes / batch + kv_bytes
+
+
+def b_kv(matrix_weight_bytes: float, context_tokens: int, kv_bytes_per_token: float) -> int:
+    """Smallest batch whose KV reads reach the shared weight reads: ceil(D_w / (L*k))."""
+    positive("matrix_weight_bytes", matrix_weight_bytes)
+    positive_int("context_tokens", context_tokens)
+    positive("kv_bytes_per_token", kv_bytes_per_token)
+    return max(1, math.ceil(matrix_weight_bytes / (context_tokens * kv_bytes_per_token)))
+
+
+def resident_bytes(batch: int, context_tokens: int, weight_bytes: float, kv_bytes_per_token: float) -> float:
+    """Bytes held at once by the weights and ``batch`` requests' KV of ``context_tokens`` each."""
+    positive_int("batch", batch)
+    non_negative_int("context_tokens", context_tokens)
+    return non_negative("weight_bytes", weight_bytes) + batch * context_tokens * non_negative(
+        "kv_bytes_per_token", kv_bytes_per_token
+    )
+
+
+# ---- time ----------------------------------------------------------------------------------
+def step_time(
+    batch: int,
+    flops_per_request: float,
+    context_tokens: int,
+    matrix_weight_bytes: float,
+    kv_bytes_per_token: float,
+    peak_flops: float,
+    bandwidth: float,
+    mfu: float = 1.0,
+    mbu: float = 1.0,
+    separate_weight_store: bool = False,
+) -> float:
+    """Seconds per step: max(b*F/(P*MFU), (D_w + b*L*k)/(beta*MBU)); D_w leaves HBM with a separate store."""
+    positive_int("batch", batch)
+    non_negative("flops_per_request", flops_per_request)
+    positive("peak_flops", peak_flops)
+    positive("bandwidth", bandwidth)
+    _efficiency("mfu", mfu), _efficiency("mbu", mbu)
+    weights = 0.0 if separate_weight_store else matrix_weight_bytes
+    read = step_read_bytes(batch, context_tokens, weights, kv_bytes_per_token)
+    return max(batch * flops_per_request / (peak_flops * mfu), read / (bandwidth * mbu))
+
+
+def compute_memory_crossover(
+    flops_per_request: float,
+    context_tokens: int,
+    matrix_weight_bytes: float,
+    kv_bytes_per_token: float,
+    peak_flops: float,
+    bandwidth: float,
+    mfu: float = 1.0,
+    mbu: float = 1.0,
+) -> float:
+    """Batch at which compute time catches up with read time: (D_w/beta) / (F/P - L*k/beta); inf if never."""
+    positive("peak_flops", peak_flops)
+    positive("bandwidth", bandwidth)
+    _efficiency("mfu", mfu), _efficiency("mbu", mbu)
+    per_request_compute = non_negative("flops_per_request", flops_per_request) / (peak_flops * mfu)
+    per_request_read = non_negative_int("context_tokens", context_tokens) * non_negative(
+        "kv_bytes_per_token", kv_bytes_per_token
+    ) / (bandwidth * mbu)
+    weights = non_negative("matrix_weight_bytes", matrix_weight_bytes) / (bandwidth * mbu)
+    if per_request_compute <= per_request_read:
+        return math.inf
+    return weights / (per_request_compute - per_request_read)
+
+
+def decode_flops_per_request(model: ModelSpec, context_tokens: int) -> float:
+    """FLOP of one decode token after ``context_tokens`` cached tokens, including its lm_head row (F)."""
+    return model.flops(1, context_tokens, logits=1)
+
+
+def decode_step_time(
+    model: ModelSpec,
+    accelerator: Accelerator,
+    batch: int,
+    context_tokens: int,
+    mfu: float = 1.0,
+    mbu: float = 1.0,
+    dtype_bytes: float = 2,
+    separate_weight_store: bool = False,
+) -> float:
+    """Roofline seconds of one decode step of ``batch`` requests at ``context_tokens`` on ``accelerator``."""
+    return step_time(
+        batch,
+        decode_flops_per_request(model, context_tokens),
+        context_tokens,
+        model.matrix_weight_bytes(dtype_bytes),
+        model.kv_bytes_per_token(dtype_bytes),
+        accelerator.peak_bf16_flops,
+        accelerator.hbm_bandwidth,
+        mfu,
+        mbu,
+        separate_weight_store,
+    )
+
+
+# ---- LoRA adapters -------------------------------------------------------------------------
+_PROJECTIONS = ("q", "k", "v", "o")
+
+
+def lora_adapter_bytes(
+    model: ModelSpec, rank: int = 16, targets: Iterable[str] = ("q", "v"), dtype_bytes: float = 2
+) -> float:
+    """Bytes of one LoRA adapter: per layer and target projection, rank x (in + out) parameters."""
+    r = positive_int("rank", rank)
+    q_out = model.n_heads * model.head_dim
+    kv_out = model.n_kv_heads * model.head_dim
+    shapes = {"q": (model.hidden_size, q_out), "k": (model.hidden_size, kv_out),
+              "v": (model.hidden_size, kv_out), "o": (q_out, model.hidden_size)}
+    targets = tuple(targets)
+    if not targets:
+        raise ValueError("targets must name at least one projection")
+    for t in targets:
+        if t not in _PROJECTIONS:
+            raise ValueError(f"targets must be drawn from {list(_PROJECTIONS)}, got {t!r}")
+    per_layer = sum(r * (shapes[t][0] + shapes[t][1]) for t in targets)
+    return model.n_layers * per_layer * positive("dtype_bytes", dtype_bytes)
+
+
+def adapter_groups(adapters: Iterable[Hashable]) -> dict[Hashable, int]:
+    """Rows per adapter group of a batch, given each request's adapter id (largest group first)."""
+    counts = Counter(adapters)
+    if not counts:
+        raise ValueError("adapters must hold at least one request's adapter id")
+    return dict(counts.most_common())
+
+
+def adapter_weight_intensity(adapters: Iterable[Hashable], weight_element_bytes: float = 2) -> float:
+    """FLOP per byte of adapter weights read, averaged over groups: each group reuses its adapter 2*rows/s_w."""
+    groups = adapter_groups(adapters)
+    rows = sum(groups.values())
+    return 2 * rows / (len(groups) * positive("weight_element_bytes", weight_element_bytes))

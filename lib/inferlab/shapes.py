@@ -1,0 +1,81 @@
+"""CUDA-graph shape buckets: a batch of n rows runs as the smallest captured size >= n.
+
+Captured graphs replay only at their recorded shapes, so n rows are padded up to the next
+bucket; one row fewer saves nothing until n drops below the bucket beneath. More buckets mean
+less padding but more capture time and more memory held by the graphs' buffers
+(Chapter 8, section 8.2.4).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from ._validate import non_negative, positive_int
+
+__all__ = ["normalize", "bucket_for", "padded_rows", "padding_rows", "padding_fraction", "bucket_costs",
+           "powers_of_two", "multiples"]
+
+
+def normalize(buckets: Iterable[int]) -> tuple[int, ...]:
+    """Sorted, distinct captured sizes (each an integer >= 1)."""
+    sizes = sorted({positive_int("buckets", b) for b in buckets})
+    if not sizes:
+        raise ValueError("buckets must hold at least one captured size")
+    return tuple(sizes)
+
+
+def bucket_for(rows: int, buckets: Iterable[int]) -> int | None:
+    """Smallest captured size >= ``rows``, or None if ``rows`` exceeds every bucket (runs without a graph)."""
+    n = positive_int("rows", rows)
+    sizes = normalize(buckets)
+    i = int(np.searchsorted(sizes, n))
+    return sizes[i] if i < len(sizes) else None
+
+
+def padded_rows(rows: int, buckets: Iterable[int]) -> int:
+    """Rows actually computed: the bucket size, or ``rows`` itself past the largest bucket."""
+    size = bucket_for(rows, buckets)
+    return rows if size is None else size
+
+
+def padding_rows(rows: int, buckets: Iterable[int]) -> int:
+    """Padding rows computed for nothing: padded_rows - rows."""
+    return padded_rows(rows, buckets) - rows
+
+
+def padding_fraction(rows: Sequence[int], buckets: Iterable[int]) -> float:
+    """Share of computed rows that are padding, over a workload of batch sizes ``rows``."""
+    sizes = normalize(buckets)
+    if len(rows) == 0:
+        raise ValueError("rows must not be empty")
+    real = sum(positive_int("rows", r) for r in rows)
+    computed = sum(padded_rows(r, sizes) for r in rows)
+    return 1 - real / computed
+
+
+def bucket_costs(buckets: Iterable[int], capture_s_per_graph: float, buffer_bytes_per_row: float) -> dict[str, float]:
+    """Up-front capture seconds and resident bytes of a bucket set (linear per graph and per captured row)."""
+    sizes = normalize(buckets)
+    non_negative("capture_s_per_graph", capture_s_per_graph)
+    non_negative("buffer_bytes_per_row", buffer_bytes_per_row)
+    return {
+        "graphs": len(sizes),
+        "capture_s": len(sizes) * capture_s_per_graph,
+        "buffer_bytes": sum(sizes) * buffer_bytes_per_row,
+    }
+
+
+def powers_of_two(largest: int) -> tuple[int, ...]:
+    """1, 2, 4, ... up to ``largest`` (inclusive when a power of two)."""
+    top = positive_int("largest", largest)
+    return tuple(2**i for i in range(int(math.log2(top)) + 1))
+
+
+def multiples(step: int, largest: int, small: Iterable[int] = (1, 2, 4)) -> tuple[int, ...]:
+    """``small`` sizes plus every multiple of ``step`` up to ``largest`` (vLLM's capture-size pattern)."""
+    s = positive_int("step", step)
+    top = positive_int("largest", largest)
+    return normalize([*[b for b in small if b <= top], *range(s, top + 1, s)])

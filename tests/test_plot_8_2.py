@@ -1,0 +1,73 @@
+"""Section 8.2 drawings: every figure and widget callback builds a Figure, also at its controls' extremes."""
+
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+from inferlab.hardware import ACCELERATORS
+from inferlab.models import MODELS
+from inferlab.plot import roofline as PR
+from inferlab.plot import schedule as PS
+from inferlab.scheduler import budget_sweep, replay_requests, run_example
+
+M = MODELS["qwen3-8b"]
+
+
+def test_gantt_draws_one_bar_per_iteration_and_request():
+    s = run_example("chunked")
+    fig = PS.gantt(s, xmax_s=1.0, figure_caption="Figure 8-7: chunked")
+    ax = fig.axes[0]
+    bars = sum(len(c.get_paths()) for c in ax.collections)
+    assert bars == sum(len(it.work) for it in s.iterations)
+    assert ax.get_xlim() == (0, 1000)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["r0", "r1", "r2", "r3"]
+
+
+def test_shared_axis_fits_every_schedule():
+    ss = [run_example(p) for p in ("fixed", "continuous", "chunked")]
+    assert PS.shared_xmax(ss) >= max(s.makespan_s for s in ss)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"policy": "fixed"}, {"policy": "chunked", "chunk_tokens": 128},
+                                    {"policy": "chunked", "token_budget": 512, "chunk_tokens": 8192},
+                                    {"policy": "continuous", "max_running": 4}, {"max_running": 1}])
+def test_draw_example_extremes(kwargs):
+    assert isinstance(PS.draw_example(**kwargs), Figure)
+
+
+@pytest.mark.parametrize(("c", "h"), [(1, 0), (4, 0), (4, 8), (64, 0), (16, 2048)])
+def test_pair_grid_figure(c, h):
+    fig = PS.pair_grid_figure(c, h)
+    assert f"{c * h}" in fig.axes[0].get_title()
+
+
+@pytest.mark.parametrize(("c", "h"), [(64, 0), (512, 7680), (4096, 32768)])
+def test_draw_chunk(c, h):
+    assert isinstance(PS.draw_chunk(c, h), Figure)
+
+
+def test_budget_sweep_figure_with_published_points():
+    ours = budget_sweep(replay_requests(), [512, 8192])
+    pub = pd.DataFrame({"late_queue_s": [0.149, 0.0001], "max_itl_s": [0.032, 0.183]}, index=[512, 8192])
+    fig = PS.budget_sweep_figure(ours, pub)
+    assert len(fig.axes) == 2 and len(fig.axes[0].get_lines()) == 2
+
+
+@pytest.mark.parametrize(("step", "largest"), [(1, 16), (8, 64), (32, 512), (64, 16)])
+def test_draw_padding(step, largest):
+    assert isinstance(PS.draw_padding(step, largest), Figure)
+
+
+def test_roofline_figures():
+    assert isinstance(PR.bytes_per_token_figure(M, figure_caption="Figure 8-3: x"), Figure)
+    assert isinstance(PR.fast_store_figure(M, figure_caption="Figure 8-4: x"), Figure)
+    fig = PR.step_time_figure(M, ACCELERATORS["rtx-pro-6000"], 128, max_batch=1024)
+    assert "compute-bound above" in fig.axes[0].get_title()
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"batch": 1}, {"batch": 256}, {"context_tokens": 128},
+                                    {"context_tokens": 32768}, {"bandwidth_gbs": 100.0},
+                                    {"bandwidth_gbs": 8000.0}, {"accelerator": "m2-max"}])
+def test_draw_weight_reuse_extremes(kwargs):
+    fig = PR.draw_weight_reuse(**kwargs)
+    assert len(fig.axes) == 2

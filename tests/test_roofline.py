@@ -1,0 +1,138 @@
+"""Section 8.2.1: weight reuse, bytes per output token, b_KV, the step-time roofline, LoRA adapters."""
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab import roofline as R
+from inferlab.hardware import ACCELERATORS
+from inferlab.models import MODELS
+from inferlab.units import GB, GiB, MiB, ms
+
+M = MODELS["qwen3-8b"]
+ACC = ACCELERATORS["rtx-pro-6000"]
+DW = M.matrix_weight_bytes()
+K = M.kv_bytes_per_token()
+
+
+def test_weight_intensity_is_2b_over_sw():
+    assert R.weight_intensity(1) == 1.0
+    assert R.weight_intensity(16) == 16.0
+    assert R.weight_intensity(16, weight_element_bytes=1) == 32.0
+
+
+def test_chapter_read_sizes_2k():
+    assert round(DW / GiB, 1) == 14.1
+    assert 2048 * K / GiB == 0.28125
+    assert round(DW / 16 / GiB, 2) == 0.88
+    assert round(DW / 64 / GiB, 2) == 0.22
+    d1 = R.bytes_per_output_token(1, 2048, DW, K)
+    d64 = R.bytes_per_output_token(64, 2048, DW, K)
+    assert round(d1 / GiB, 2) == 14.38
+    assert round(d64 / GiB, 2) == 0.50
+    assert round(d1 / d64) == 29
+    # at batch 64 each output token reads more KV than (amortized) weights
+    assert 2048 * K > DW / 64
+
+
+def test_b_kv_is_51_at_2k_and_13_at_8k():
+    assert R.b_kv(DW, 2048, K) == 51
+    assert R.b_kv(DW, 8192, K) == 13
+    # definition: smallest b with b*L*k >= D_w
+    for L in (2048, 8192):
+        b = R.b_kv(DW, L, K)
+        assert b * L * K >= DW > (b - 1) * L * K
+
+
+def test_64_requests_of_2k_need_35_7_gb():
+    assert round(R.resident_bytes(64, 2049, M.weight_bytes(), K) / GB, 1) == 35.7
+
+
+@pytest.mark.parametrize(("batch", "gb", "ms_"), [(1, 15.44, 8.62), (4, 16.34, 9.12), (16, 19.97, 11.14),
+                                                  (64, 34.46, 19.23)])
+def test_step_reads_and_read_times_of_table_8_6_3(batch, gb, ms_):
+    read = R.step_read_bytes(batch, 2048, DW, K)
+    assert round(read / GB, 2) == gb
+    assert round(R.decode_step_time(M, ACC, batch, 2048) / ms, 2) == ms_
+
+
+def test_lora_adapter_sizes():
+    one = R.lora_adapter_bytes(M, rank=16, targets=("q", "v"))
+    assert round(one / MiB, 1) == 14.6
+    assert round(100 * one / GiB, 2) == 1.43
+    assert 100 * one < DW
+    assert 100 * 8192 * K / GiB == 112.5
+    assert R.lora_adapter_bytes(M, rank=32) == 2 * one
+    with pytest.raises(ValueError, match="targets"):
+        R.lora_adapter_bytes(M, targets=("x",))
+    with pytest.raises(ValueError, match="targets"):
+        R.lora_adapter_bytes(M, targets=())
+
+
+def test_adapter_groups_split_a_batch():
+    groups = R.adapter_groups(["a", "b", "a", "c", "a", "b"])
+    assert groups == {"a": 3, "b": 2, "c": 1}
+    assert list(groups) == ["a", "b", "c"]
+    assert R.adapter_weight_intensity(["a"] * 16) == 16.0
+    assert R.adapter_weight_intensity(list("abcdefghijklmnop")) == 1.0
+    with pytest.raises(ValueError, match="adapters"):
+        R.adapter_groups([])
+
+
+def test_step_time_is_max_of_compute_and_memory():
+    t = R.step_time(4, 1e9, 2048, DW, K, 1e15, 1e12)
+    assert t == pytest.approx(max(4e9 / 1e15, (DW + 4 * 2048 * K) / 1e12))
+    assert R.step_time(4, 1e9, 2048, DW, K, 1e15, 1e12, mbu=0.5) == pytest.approx(2 * t)
+    compute_bound = R.step_time(1000, 1e12, 1, 0, 1, 1e12, 1e15)
+    assert compute_bound == pytest.approx(1000.0)
+    assert R.step_time(1000, 1e12, 1, 0, 1, 1e12, 1e15, mfu=0.5) == pytest.approx(2000.0)
+
+
+def test_separate_weight_store_drops_weight_reads():
+    conventional = R.hbm_bytes_per_output_token(8, DW, 8192 * K)
+    fast = R.hbm_bytes_per_output_token(8, DW, 8192 * K, separate_weight_store=True)
+    assert conventional == DW / 8 + 8192 * K
+    assert fast == 8192 * K
+    t_conv = R.decode_step_time(M, ACC, 8, 8192)
+    t_fast = R.decode_step_time(M, ACC, 8, 8192, separate_weight_store=True)
+    assert t_conv - t_fast == pytest.approx(DW / ACC.hbm_bandwidth)
+
+
+def test_crossover_never_at_2k_decode_but_exists_for_short_context():
+    f = R.decode_flops_per_request(M, 2048)
+    assert R.compute_memory_crossover(f, 2048, DW, K, ACC.peak_bf16_flops, ACC.hbm_bandwidth) == math.inf
+    f128 = R.decode_flops_per_request(M, 128)
+    b = R.compute_memory_crossover(f128, 128, DW, K, ACC.peak_bf16_flops, ACC.hbm_bandwidth)
+    assert 400 < b < 450
+    # at the crossover both roofline terms are equal
+    compute = b * f128 / ACC.peak_bf16_flops
+    memory = (DW + b * 128 * K) / ACC.hbm_bandwidth
+    assert compute == pytest.approx(memory)
+
+
+@settings(max_examples=60, deadline=None)
+@given(b=st.integers(1, 512), L=st.integers(1, 32768))
+def test_bytes_per_token_falls_with_batch_towards_kv_floor(b, L):
+    d = R.bytes_per_output_token(b, L, DW, K)
+    assert d >= L * K
+    assert R.bytes_per_output_token(b + 1, L, DW, K) < d
+    assert d == pytest.approx(R.step_read_bytes(b, L, DW, K) / b)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: R.bytes_per_output_token(0, 2048, DW, K),
+        lambda: R.bytes_per_output_token(1, -1, DW, K),
+        lambda: R.b_kv(DW, 0, K),
+        lambda: R.step_time(1, 1e9, 2048, DW, K, 1e15, 1e12, mfu=1.5),
+        lambda: R.step_time(1, 1e9, 2048, DW, K, 1e15, 1e12, mbu=0),
+        lambda: R.weight_intensity(1, 0),
+        lambda: R.hbm_bytes_per_output_token(0, DW, K),
+    ],
+)
+def test_bad_input_raises_value_error(call):
+    with pytest.raises(ValueError):
+        call()
