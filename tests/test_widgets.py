@@ -66,3 +66,8 @@ def test_every_explorer_at_its_extremes(name: str) -> None:
 def test_capacity_figure_with_a_prefix_longer_than_the_prompt_is_clamped() -> None:
     fig = tplot.draw_capacity("qwen3-8b", 12, 1024, 16, shared_prefix_tokens=8192)
     assert "fit in 12 GiB" in fig._suptitle.get_text()
+
+
+def test_draw_functions_reject_unknown_models_by_name() -> None:
+    with pytest.raises(ValueError, match="model"):
+        tplot.draw_capacity("gpt-5", 12, 1024, 16)

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from .._validate import one_of
 from ..timeline import RequestTimes
 
 if TYPE_CHECKING:
@@ -156,7 +157,7 @@ def draw_capacity(model: str, kv_budget_gib: float, prompt_tokens: int, output_t
     from ..models import MODELS
     from ..units import GiB, MiB
 
-    spec = MODELS[model]
+    spec = MODELS[one_of("model", model, MODELS)]
     budget = kv_budget_gib * GiB
     prefix = min(shared_prefix_tokens, prompt_tokens)
     fits = max_concurrent_requests(budget, spec, prompt_tokens, output_tokens, block_size, prefix, dtype_bytes)
