@@ -1,15 +1,14 @@
 """One figure style for the whole book, and small drawing helpers shared by every section.
 
-Figures are built as ``matplotlib.figure.Figure`` objects, not through pyplot, so that a
-widget callback can redraw without pyplot's global state and without leaking figures.
+Importing this module sets the book's rcParams (``STYLE``). Figures are built as
+``matplotlib.figure.Figure`` objects, not through pyplot, so that a widget callback can redraw
+without pyplot's global state and without leaking figures.
 Section-specific drawings live in submodules (``plot.timeline``, ...), each built on these.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 import io
-from contextlib import contextmanager
 
 import matplotlib as mpl
 from matplotlib.axes import Axes
@@ -49,25 +48,25 @@ STYLE: dict[str, object] = {
 }
 
 
-@contextmanager
-def style() -> Iterator[None]:
-    """Apply the book's rcParams for the duration of a drawing."""
-    with mpl.rc_context(STYLE):
-        yield
+def use_style() -> None:
+    """Make the book's rcParams the defaults of this process (done on import; cheap to repeat)."""
+    mpl.rcParams.update(STYLE)
+
+
+use_style()
 
 
 def new_figure(nrows: int = 1, ncols: int = 1, width: float = 7.0, height: float = 3.2, **subplot_kw) -> tuple[Figure, "Axes | list"]:
     """A styled Figure (not registered with pyplot) and its axes; width and height in inches."""
-    with style():
-        fig = Figure(figsize=(width, height))
-        # Fixed margins in inches: constrained layout would double the render time of a redraw.
-        fig.subplots_adjust(left=0.8 / width, right=1 - 0.2 / width, bottom=0.55 / height,
-                            top=1 - 0.45 / height, wspace=0.35, hspace=0.5)
-        axes = fig.subplots(nrows, ncols, squeeze=True, **subplot_kw)
-        if nrows * ncols > 1:
-            axes = list(axes.ravel())
-        for ax in axes if isinstance(axes, list) else [axes]:
-            _apply_style(ax)
+    fig = Figure(figsize=(width, height))
+    # Fixed margins in inches: constrained layout would double the render time of a redraw.
+    fig.subplots_adjust(left=0.8 / width, right=1 - 0.2 / width, bottom=0.55 / height,
+                        top=1 - 0.45 / height, wspace=0.35, hspace=0.5)
+    axes = fig.subplots(nrows, ncols, squeeze=True, **subplot_kw)
+    if nrows * ncols > 1:
+        axes = list(axes.ravel())
+    for ax in axes if isinstance(axes, list) else [axes]:
+        _apply_style(ax)
     return fig, axes
 
 
@@ -80,7 +79,7 @@ def _apply_style(ax: Axes) -> None:
 def to_png(fig: Figure) -> bytes:
     """Render a figure to PNG bytes exactly as laid out (no tight bounding box, so one render pass)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png")
+    fig.savefig(buf, format="png", pil_kwargs={"compress_level": 1})  # fast zlib: a redraw is not archived
     return buf.getvalue()
 
 
