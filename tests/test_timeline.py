@@ -69,3 +69,16 @@ def test_timeline_validation() -> None:
         single_request(0, 0, 0.01, 3, stalls_s={3: 0.1})
     with pytest.raises(ValueError, match="batch"):
         decode_throughput(0, 0.01)
+
+
+def test_stall_keys_must_be_integer_gaps() -> None:
+    with pytest.raises(ValueError, match="stalls_s"):
+        single_request(0, 0, 0.01, 5, stalls_s={1.5: 0.1})
+
+
+def test_running_example_single_request() -> None:
+    from inferlab import example
+
+    r = example.single_short_request()
+    assert round(r.request_time_s, 2) == 6.95 and r.output_tokens == example.SHORT.output_tokens
+    assert round(example.single_short_request({100: example.SINGLE_PREFILL_S}).request_time_s, 2) == 7.05

@@ -63,8 +63,33 @@ def test_every_explorer_at_its_extremes(name: str) -> None:
             assert to_png(result)[:4] == b"\x89PNG"
 
 
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_every_explorer_at_pairs_of_extremes(name: str) -> None:
+    """Two knobs at once reach combinations one-at-a-time sweeps miss; each must draw or raise ValueError."""
+    explorer = FACTORIES[name]()
+    for overrides in explorer.corners():
+        try:
+            result = explorer.render(**overrides)
+        except ValueError as err:  # rejected by name: the widget shows the message instead of a figure
+            assert str(err), overrides
+        else:
+            assert result is not None, overrides
+
+
+def test_a_rejected_combination_renders_as_a_message() -> None:
+    def draw(n: int) -> str:
+        if n > 3:
+            raise ValueError("n must be at most 3")
+        return str(n)
+
+    ex = widgets.explore(draw, n=widgets.int_slider("n", 1, 5, 5))
+    assert "n must be at most 3" in ex.displayable().data
+
+
 def test_capacity_figure_with_a_prefix_longer_than_the_prompt_is_clamped() -> None:
     fig = tplot.draw_capacity("qwen3-8b", 12, 1024, 16, shared_prefix_tokens=8192)
+    assert "fit in 12 GiB" in fig._suptitle.get_text()
+    fig = tplot.draw_capacity("qwen3-8b", 12, 8192, 1, 16, 2, 32768)  # prefix covers the whole prompt
     assert "fit in 12 GiB" in fig._suptitle.get_text()
 
 

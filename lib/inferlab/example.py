@@ -9,6 +9,7 @@ import pandas as pd
 from ._validate import non_negative_int, positive_int
 from .hardware import ACCELERATORS, Accelerator
 from .models import MODELS, ModelSpec
+from .timeline import RequestTimes, single_request
 from .units import GiB
 
 
@@ -36,6 +37,18 @@ KV_BUDGET_BYTES = 12 * GiB  # KV cache and auxiliary buffers
 DEADLINE_S = 7.0  # arrival to complete answer
 SHORT = RequestClass("short chat", 2048, 256)
 LONG = RequestClass("long context", 8192, 256, shared_prefix_tokens=6144)
+
+
+# Experiment 8-1, one short request alone on the card (section 8.1.1): prefill with the first
+# token took about 0.096 s, then a token every 26.5 ms (client side); the 0.1 s queue is assumed.
+SINGLE_QUEUE_S = 0.1
+SINGLE_PREFILL_S = 0.096
+SINGLE_ITL_S = 0.0265
+
+
+def single_short_request(stalls_s: dict[int, float] | None = None) -> RequestTimes:
+    """Timeline of section 8.1.1's short request (0.1 s queue, 0.096 s prefill, 255 gaps of 26.5 ms)."""
+    return single_request(SINGLE_QUEUE_S, SINGLE_PREFILL_S, SINGLE_ITL_S, SHORT.output_tokens, stalls_s=stalls_s)
 
 
 def request_classes() -> pd.DataFrame:

@@ -24,7 +24,11 @@ def tail_waste(tokens: int, block_size: int = 16) -> int:
 
 
 def kv_tokens(prompt_tokens: int, output_tokens: int) -> int:
-    """Tokens whose KV a request holds once it has emitted ``output_tokens``: prompt + output - 1."""
+    """Tokens whose KV a request holds once it has emitted ``output_tokens``: prompt + output - 1.
+
+    ``output_tokens`` 0 and 1 both give the prompt alone: before and right after prefill the
+    cache holds exactly the prompt (the first output token is emitted, not yet fed back).
+    """
     non_negative_int("prompt_tokens", prompt_tokens)
     non_negative_int("output_tokens", output_tokens)
     if prompt_tokens == 0 and output_tokens == 0:

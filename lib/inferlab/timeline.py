@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Integral
 
 import numpy as np
 
@@ -87,8 +88,8 @@ def single_request(
     g = positive_int("output_tokens", output_tokens)
     gaps = np.full(g - 1, float(itl_s))
     for j, extra in (stalls_s or {}).items():
-        if not 1 <= j <= g - 1:
-            raise ValueError(f"stalls_s key {j} must be a gap index in 1..{g - 1}")
+        if isinstance(j, bool) or not isinstance(j, Integral) or not 1 <= j <= g - 1:
+            raise ValueError(f"stalls_s key {j!r} must be an integer gap index in 1..{g - 1}")
         gaps[j - 1] += non_negative("stalls_s value", extra)
     first = arrival_s + queue_s + prefill_s
     times = first + np.concatenate([[0.0], np.cumsum(gaps)])

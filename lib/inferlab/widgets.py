@@ -95,9 +95,23 @@ class Explorer:
             for value in _extremes(control):
                 yield {name: value}, self.render(**{name: value})
 
+    def corners(self) -> Iterator[dict[str, Any]]:
+        """Every pair of controls at every combination of their extremes (the rest at defaults)."""
+        names = list(self.controls)
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                for va in _extremes(self.controls[a]):
+                    for vb in _extremes(self.controls[b]):
+                        yield {a: va, b: vb}
+
     def displayable(self) -> Any:
-        """The current result, with a Figure rendered once to a PNG image."""
-        result = self.render()
+        """The current result, a Figure rendered once to PNG; a ValueError from the knobs becomes a message."""
+        try:
+            result = self.render()
+        except ValueError as err:
+            from IPython.display import Markdown
+
+            return Markdown(f"**These settings are not valid:** {err}")
         if isinstance(result, Figure):
             from IPython.display import Image
 

@@ -30,6 +30,9 @@ COLORS: dict[str, str] = {
     "accent": "#17becf",
 }
 
+# Identities, not roles: one colour per request where requests (not phases) are told apart.
+REQUEST_COLORS: list[str] = ["#4c72b0", "#8c8c8c", "#b07aa1", "#9c755f", "#76b7b2", "#edc948"]
+
 STYLE: dict[str, object] = {
     "figure.dpi": 100,
     "savefig.dpi": 100,

@@ -15,15 +15,14 @@ from ..timeline import RequestTimes
 
 if TYPE_CHECKING:
     from ..widgets import Explorer
-from . import COLORS, caption, deadline_line, new_figure
+from . import COLORS, REQUEST_COLORS, caption, deadline_line, new_figure
 
 
 def iteration_slots(iterations: Sequence[Sequence[str]], title: str = "") -> Figure:
     """Grid of scheduling iterations (columns) by execution slots (rows), each cell naming its request."""
     n_slots = max(len(it) for it in iterations)
     names = sorted({r for it in iterations for r in it})
-    palette = dict(zip(names, [COLORS["prefill"], COLORS["decode"], COLORS["kv"], COLORS["highlight"],
-                               COLORS["accent"], COLORS["weights"]] * 4))
+    palette = dict(zip(names, REQUEST_COLORS * (len(names) // len(REQUEST_COLORS) + 1)))
     fig, ax = new_figure(width=5.5, height=0.9 + 0.55 * n_slots)
     for i, it in enumerate(iterations):
         for slot, name in enumerate(it):
@@ -159,7 +158,7 @@ def draw_capacity(model: str, kv_budget_gib: float, prompt_tokens: int, output_t
 
     spec = MODELS[one_of("model", model, MODELS)]
     budget = kv_budget_gib * GiB
-    prefix = min(shared_prefix_tokens, prompt_tokens)
+    prefix = min(shared_prefix_tokens, prompt_tokens - 1)  # the last prompt token is always computed
     fits = max_concurrent_requests(budget, spec, prompt_tokens, output_tokens, block_size, prefix, dtype_bytes)
     top = max(int(fits * 1.4) + 2, 8)
     counts = np.unique(np.linspace(0, top, min(top + 1, 400)).round().astype(int))
@@ -174,10 +173,10 @@ def draw_batch(batch: int, context_tokens: int = 2048) -> Figure:
     """The published sweep with b / T_step at ``batch``, T_step interpolated from the measured steps by bytes read."""
     from ..calibration import measured_decode_step
     from ..datasets import published
-    from ..models import MODELS
+    from ..example import MODEL as spec
+    from ..roofline import step_read_bytes
 
-    spec = MODELS["qwen3-8b"]
-    read = spec.matrix_weight_bytes() + batch * context_tokens * spec.kv_bytes_per_token()
+    read = step_read_bytes(batch, context_tokens, spec.matrix_weight_bytes(), spec.kv_bytes_per_token())
     step = measured_decode_step(read)
     return batch_sweep(published("batch_sweep_8_1"), batch, step,
                        f"Batch {batch}: step about {step * 1e3:.2f} ms, {batch / step:,.0f} tok/s in total, "
