@@ -1,0 +1,139 @@
+"""Is a cached prefix worth keeping? Expected net saving V_h = p_h (T_r - T_f) - T_m (section 8.3.4).
+
+T_r: time to recompute the prefix (model FLOP at the prefill efficiency, ``calibration``);
+T_f: time to fetch its KV back and have it ready (the host link, ``Accelerator.transfer_time``);
+T_m: time spent maintaining it (the chapter takes one write-back over the same link);
+p_h: probability that the prefix is used again before it would be evicted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._validate import fraction, non_negative, non_negative_int, positive, positive_int
+from .calibration import PREFILL_MFU_BATCH1, prefill_time
+from .hardware import Accelerator
+from .models import ModelSpec
+
+
+def expected_saving(p_hit: float, recompute_s: float, fetch_s: float, maintain_s: float) -> float:
+    """V_h = p_h (T_r - T_f) - T_m, in seconds (negative: keeping the prefix costs time)."""
+    fraction("p_hit", p_hit)
+    return p_hit * (non_negative("recompute_s", recompute_s) - non_negative("fetch_s", fetch_s)) \
+        - non_negative("maintain_s", maintain_s)
+
+
+def break_even_hit_probability(recompute_s: float, fetch_s: float, maintain_s: float) -> float:
+    """Smallest p_h with V_h > 0: T_m / (T_r - T_f); above 1 means the prefix never pays off."""
+    gain = non_negative("recompute_s", recompute_s) - non_negative("fetch_s", fetch_s)
+    if gain <= 0:
+        raise ValueError(f"recompute_s ({recompute_s}) must exceed fetch_s ({fetch_s}) for a hit to save time")
+    return non_negative("maintain_s", maintain_s) / gain
+
+
+@dataclass(frozen=True)
+class PrefixCost:
+    """Size and times of one cached prefix: bytes, T_r, T_f, T_m in seconds."""
+
+    tokens: int
+    kv_bytes: float
+    recompute_s: float
+    fetch_s: float
+    maintain_s: float
+
+    def __post_init__(self) -> None:
+        positive_int("tokens", self.tokens)
+        for name in ("kv_bytes", "recompute_s", "fetch_s", "maintain_s"):
+            non_negative(name, getattr(self, name))
+
+    @property
+    def saving_per_hit_s(self) -> float:
+        """T_r - T_f: seconds one hit saves."""
+        return self.recompute_s - self.fetch_s
+
+    def value(self, p_hit: float) -> float:
+        """Expected net saving V_h at hit probability ``p_hit``, in seconds."""
+        return expected_saving(p_hit, self.recompute_s, self.fetch_s, self.maintain_s)
+
+    def value_per_byte(self, p_hit: float) -> float:
+        """V_h per byte of KV kept (s/B); multiply by MiB for ms-per-MiB style numbers."""
+        return self.value(p_hit) / self.kv_bytes
+
+    def break_even(self) -> float:
+        """Hit probability above which keeping the prefix saves time."""
+        return break_even_hit_probability(self.recompute_s, self.fetch_s, self.maintain_s)
+
+    def hit_probability_for(self, target_s: float) -> float:
+        """Hit probability at which V_h equals ``target_s`` (e.g. the saving of what else fits in the space)."""
+        return (target_s + self.maintain_s) / self.saving_per_hit_s
+
+
+def prefix_cost(
+    model: ModelSpec,
+    accelerator: Accelerator,
+    tokens: int,
+    cached_tokens: int = 0,
+    link_bandwidth: float | None = None,
+    mfu: float = PREFILL_MFU_BATCH1,
+    maintain_s: float | None = None,
+) -> PrefixCost:
+    """Cost of keeping ``tokens`` (after ``cached_tokens`` already cached) swapped out over the host link.
+
+    T_r is the prefill of those tokens at ``mfu``; T_f moves their KV over ``link_bandwidth``
+    (the accelerator's own host link if None); T_m defaults to one write-back, equal to T_f.
+    """
+    positive_int("tokens", tokens)
+    non_negative_int("cached_tokens", cached_tokens)
+    kv = tokens * model.kv_bytes_per_token()
+    fetch = accelerator.transfer_time(kv, link_bandwidth)
+    recompute = prefill_time(model, accelerator, tokens, cached_tokens, mfu)
+    return PrefixCost(tokens, kv, recompute, fetch, fetch if maintain_s is None else non_negative("maintain_s", maintain_s))
+
+
+def best_use_of_space(candidates: list[tuple[PrefixCost, float]], capacity_bytes: float) -> tuple[list[int], float]:
+    """Which candidates (cost, p_hit) to keep in ``capacity_bytes`` for the largest total V_h (exact, small n).
+
+    Returns (indices kept, total expected saving in s). Candidates with V_h <= 0 are never kept.
+    """
+    positive("capacity_bytes", capacity_bytes)
+    if len(candidates) > 20:
+        raise ValueError("candidates must be at most 20 (exhaustive search)")
+    best: tuple[list[int], float] = ([], 0.0)
+    n = len(candidates)
+    for mask in range(1 << n):
+        keep = [i for i in range(n) if mask >> i & 1]
+        size = sum(candidates[i][0].kv_bytes for i in keep)
+        if size > capacity_bytes * (1 + 1e-12):
+            continue
+        values = [candidates[i][0].value(candidates[i][1]) for i in keep]
+        if any(v <= 0 for v in values):
+            continue
+        if sum(values) > best[1]:
+            best = (keep, sum(values))
+    return best
+
+
+@dataclass(frozen=True)
+class ContextUpdate:
+    """One way to move a context to its next turn, in tokens (8.3.3, Figure 8-20)."""
+
+    name: str
+    reused_tokens: int  # cached prefix kept
+    processed_tokens: int  # input that must be prefilled again
+    generated_tokens: int  # extra output the update itself needs (a summary)
+    context_after: int  # tokens every later step attends to
+
+
+def context_update_options(history_tokens: int = 8192, appended_tokens: int = 1024,
+                           summary_tokens: int = 2048) -> list[ContextUpdate]:
+    """Append to the history, rewrite its front, or summarize it and append: what each reuses and costs."""
+    h = positive_int("history_tokens", history_tokens)
+    a = non_negative_int("appended_tokens", appended_tokens)
+    s = positive_int("summary_tokens", summary_tokens)
+    if s >= h:
+        raise ValueError(f"summary_tokens ({s}) must be shorter than history_tokens ({h})")
+    return [
+        ContextUpdate("append", h, a, 0, h + a),
+        ContextUpdate("rewrite the front", 0, h + a, 0, h + a),
+        ContextUpdate("summarize, then append", 0, s + a, s, s + a),
+    ]

@@ -1,0 +1,136 @@
+"""Worked scenarios of section 8.3.2 driven by a real ``BlockManager``: freeing, copy-on-write, preemption.
+
+Each function builds a small pool, runs the chapter's scenario through the allocator and
+returns its states or events, so figures and checks read the manager rather than a formula.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+from ._validate import positive_int
+from .paging import BlockManager, PoolState
+
+@dataclass(frozen=True)
+class PoolEvent:
+    """The pool at one moment of a scenario: time in seconds, what happened, free and draining blocks."""
+
+    time_s: float
+    label: str
+    free_blocks: int
+    draining_blocks: int
+
+
+def cancellation_timeline(blocks: int = 104, call_return_s: float = 1.6e-3, step_done_s: float = 31e-3,
+                          block_size: int = 16, spare_blocks: int = 24) -> list[PoolEvent]:
+    """Cancel a request of ``blocks`` private blocks while a step reads them (8.3.2, Figure 8-16).
+
+    The cancel call drops the table's references when it returns; the blocks drain until the
+    submitted step completes. The two times are the chapter's observation, the counts come
+    from the manager.
+    """
+    positive_int("blocks", blocks)
+    if not 0 < call_return_s < step_done_s:
+        raise ValueError("call_return_s must lie in (0, step_done_s)")
+    bm = BlockManager(blocks + spare_blocks, block_size)
+    bm.allocate("r", list(range(blocks * block_size)))
+    step = bm.begin_step(["r"])
+    events = [PoolEvent(0.0, "cancel requested; step in flight", bm.num_free, bm.num_draining)]
+    bm.free("r")
+    events.append(PoolEvent(call_return_s, "cancel call returns", bm.num_free, bm.num_draining))
+    bm.end_step(step)
+    events.append(PoolEvent(step_done_s, "step completes; blocks freed", bm.num_free, bm.num_draining))
+    return events
+
+
+@dataclass(frozen=True)
+class PreemptionRun:
+    """Outcome of decoding under memory pressure: steps, preemptions, recomputed tokens, finish order."""
+
+    steps: int
+    preemptions: list[tuple[int, Hashable, int]]  # (step, sequence, tokens to recompute)
+    recomputed_tokens: int
+    finished: list[Hashable]
+    used_blocks: list[int]  # blocks in use after each step
+
+
+def decode_with_preemption(num_blocks: int, block_size: int, prompts: dict[Hashable, Sequence[int]],
+                           output_tokens: int) -> PreemptionRun:
+    """Admit prompts first come first served and decode ``output_tokens`` each, preempting by recomputation.
+
+    Every step appends one token to each running sequence; when one cannot get a block, the
+    most recently admitted running sequence is preempted (its blocks freed, its tokens kept)
+    and re-admitted later, recomputing whatever the prefix cache no longer holds.
+    """
+    positive_int("output_tokens", output_tokens)
+    bm = BlockManager(num_blocks, block_size)
+    waiting = list(prompts)
+    running: list[Hashable] = []
+    produced = {s: 0 for s in prompts}
+    preemptions, finished, used = [], [], []
+    step = 0
+    while waiting or running:
+        step += 1
+        if step > 100 * (len(prompts) + 1) * (output_tokens + 1):
+            raise ValueError("no progress: a single sequence does not fit in num_blocks")
+        while waiting:
+            s = waiting[0]
+            toks = list(prompts[s]) + [1_000_000 + i for i in range(produced[s])]
+            if not bm.can_allocate(toks):
+                break
+            if s in bm.seqs:
+                bm.resume(s)
+            else:
+                bm.allocate(s, toks)
+            running.append(waiting.pop(0))
+        for s in list(running):
+            if s not in running:
+                continue
+            while not bm.can_append(s, 1) and running[-1] != s:
+                victim = running.pop()
+                preemptions.append((step, victim, bm.preempt(victim)))
+                waiting.insert(0, victim)
+            if not bm.can_append(s, 1):
+                running.remove(s)
+                preemptions.append((step, s, bm.preempt(s)))
+                waiting.insert(0, s)
+                continue
+            bm.append(s, [1_000_000 + produced[s]])
+            produced[s] += 1
+            if produced[s] == output_tokens:
+                running.remove(s)
+                bm.free(s)
+                finished.append(s)
+        used.append(bm.num_used)
+    return PreemptionRun(step, preemptions, bm.recomputed_tokens, finished, used)
+
+
+def refcount_steps() -> list[tuple[str, PoolState]]:
+    """Figure 8-14 as states: A and B share two blocks; A ends; B is cancelled mid-step; the step completes."""
+    bm = BlockManager(5, 4)
+    bm.allocate("A", list(range(8)))
+    bm.allocate("B", list(range(8)) + [20, 21])
+    out = [("A and B share blocks #0 and #1 (ref 2)", bm.state())]
+    bm.free("A")
+    out.append(("A finishes: refs drop to 1, B still reads them", bm.state()))
+    step = bm.begin_step(["B"])
+    bm.free("B")
+    out.append(("B is cancelled while a step reads its blocks: draining", bm.state()))
+    bm.end_step(step)
+    out.append(("the step completes: the blocks return to the free pool", bm.state()))
+    return out
+
+
+def copy_on_write_steps() -> list[tuple[str, PoolState]]:
+    """Figure 8-15 as states: a shared tail holding a, b, c; one branch writes x (copy), the other y (in place)."""
+    bm = BlockManager(4, 4)
+    a, b, c, x, y = 1, 2, 3, 24, 25
+    bm.allocate("branch 1", [10, 11, 12, 13, a, b, c])
+    bm.fork("branch 1", "branch 2")
+    out = [("forked: both tables point to the same two blocks", bm.state())]
+    bm.append("branch 1", [x])
+    out.append(("branch 1 writes x: the shared tail is copied first", bm.state()))
+    bm.append("branch 2", [y])
+    out.append(("branch 2 writes y into the old tail, now its own", bm.state()))
+    return out

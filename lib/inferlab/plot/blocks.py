@@ -1,0 +1,526 @@
+"""Drawings for section 8.3: block tables and the physical pool, sharing, freeing, prefix trees, cache value.
+
+Every drawing takes the real state of the library's objects (``PoolState``, ``RadixCache``,
+``PrefixCost``, ``ReplayResult``...) and returns a ``Figure``; nothing here computes a model.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Hashable, Sequence
+from functools import lru_cache
+
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from ..cache_value import ContextUpdate, PrefixCost, prefix_cost
+from ..calibration import prefill_time
+from ..example import ACCELERATOR, KV_BUDGET_BYTES, MODEL
+from ..memory import (block_table_entries, paged_slots, paged_waste, request_kv_bytes,
+                      shared_and_private_bytes)
+from ..paging import BlockManager, PoolState
+from ..paging_scenarios import PoolEvent, PreemptionRun, copy_on_write_steps, refcount_steps
+from ..prefix_cache import LRU, RadixCache, RadixNode, ValuePerByte, replay
+from ..snapshots import Restore, restore, snapshot_positions, spacing_tradeoff
+from ..units import GB, GiB, MiB, ms
+from ..workloads import agent_workload
+from . import COLORS, caption, deadline_line, new_figure
+
+_EDGE = "#555555"
+
+
+def captioned(fig: Figure, text: str) -> Figure:
+    """``caption`` wrapped to the figure's width, with the figure grown at the top to make room for it."""
+    wrapped = textwrap.fill(text, int(fig.get_figwidth() * 12))
+    w, h = fig.get_size_inches()
+    extra = 0.19 * (wrapped.count("\n") + 1) + 0.1
+    top_in, bottom_in = (1 - fig.subplotpars.top) * h, fig.subplotpars.bottom * h
+    fig.set_size_inches(w, h + extra)
+    fig.subplots_adjust(top=1 - (top_in + extra) / (h + extra), bottom=bottom_in / (h + extra))
+    caption(fig, wrapped)
+    fig._suptitle.set_y(1 - 0.06 / (h + extra))
+    fig._suptitle.set_va("top")
+    return fig
+
+
+def _slot_row(ax, x0: float, y: float, used: int, size: int, color: str, h: float = 0.6,
+              labels: Sequence[str] = ()) -> None:
+    for i in range(size):
+        ax.add_patch(Rectangle((x0 + i, y), 1, h, facecolor=color if i < used else COLORS["unused"],
+                               edgecolor="white", lw=0.8))
+        if i < min(used, len(labels)) and labels[i]:
+            ax.text(x0 + i + 0.5, y + h / 2, labels[i], ha="center", va="center", fontsize=8, color="white")
+    ax.add_patch(Rectangle((x0, y), size, h, fill=False, edgecolor=_EDGE, lw=1.2))
+
+
+def _bare(ax) -> None:
+    ax.set_axis_off()
+    ax.set_aspect("equal")
+
+
+# ---- 8.3.1 -----------------------------------------------------------------------------------
+def draw_slots(lengths: Sequence[int], names: Sequence[str], max_tokens: int | None = None,
+               block_size: int | None = None, title: str = "", figure: str = "") -> Figure:
+    """Each sequence's slots: whole-request reservation (``max_tokens``) or whole blocks of ``block_size``."""
+    rows = len(lengths)
+    width = max(max_tokens or 0, max(-(-n // (block_size or 1)) * (block_size or 1) for n in lengths))
+    fig, ax = new_figure(width=7, height=0.55 * rows + 1.0)
+    allocated = 0
+    for r, (n, name) in enumerate(zip(lengths, names)):
+        y = rows - 1 - r
+        if block_size:
+            blocks = -(-n // block_size)
+            for b in range(blocks):
+                _slot_row(ax, b * block_size + 0.15 * b, y, min(block_size, n - b * block_size), block_size,
+                          COLORS["prefill"])
+            allocated += blocks * block_size
+        else:
+            _slot_row(ax, 0, y, n, max_tokens, COLORS["prefill"])
+            allocated += max_tokens
+        ax.text(-0.6, y + 0.3, f"{name} ({n})", ha="right", va="center", fontsize=9)
+    ax.set_xlim(-6, width + width * 0.15 / max(block_size or width, 1) + 1)
+    ax.set_ylim(-0.6, rows)
+    _bare(ax)
+    used = sum(lengths)
+    ax.set_title(title or f"{allocated} slots allocated, {used} used, {allocated - used} unused", fontsize=10)
+    return captioned(fig, figure) if figure else fig
+
+
+def draw_waste_vs_block_size(lengths: Sequence[int], block_sizes: Sequence[int], waste: Sequence[int],
+                             entries: Sequence[int], current: int, figure: str = "") -> Figure:
+    """Unused tail slots and block-table entries of the same sequences against block size."""
+    fig, ax = new_figure(width=6.5, height=3.2)
+    fig.subplots_adjust(right=1 - 0.8 / 6.5)
+    ax.plot(block_sizes, waste, "o-", color=COLORS["kv"], label="unused tail slots")
+    ax.plot(block_sizes, [len(lengths) * (p - 1) for p in block_sizes], ":", color=COLORS["kv"],
+            label="bound: sequences x (p - 1)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("block size p (tokens)")
+    ax.set_ylabel("token slots")
+    ax2 = ax.twinx()
+    ax2.plot(block_sizes, entries, "s--", color=COLORS["prefill"], label="block-table entries")
+    ax2.set_ylabel("block-table entries", color=COLORS["prefill"])
+    ax2.spines["top"].set_visible(False)
+    ax.axvline(current, color=COLORS["highlight"], lw=1, alpha=0.6)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, loc="upper center")
+    return captioned(fig, figure) if figure else fig
+
+
+def draw_pool(state: PoolState, seq_ids: Sequence[Hashable] | None = None, title: str = "",
+              figure: str = "", names: dict | None = None, token_labels: dict[int, str] | None = None) -> Figure:
+    """Block tables (top) pointing into the physical pool (bottom); shared blocks blue, private orange.
+
+    ``token_labels`` maps token ids to short names written in their slots (e.g. a, b, c, x, y).
+    """
+    tl = token_labels or {}
+
+    def lab(tokens: Sequence[int]) -> list[str]:
+        return [tl.get(t, "") for t in tokens]
+
+    p = state.block_size
+    seq_ids = list(state.tables) if seq_ids is None else list(seq_ids)
+    n_phys = state.num_blocks
+    gap = 0.6
+    phys_w = n_phys * (p + gap)
+    x_lo = -0.8 - 0.7 * p - 8
+    x_hi = max(phys_w, max((len(state.tables[s]) for s in seq_ids), default=0) * (p + gap))
+    y_lo, y_hi = -1.3, 2.2 + 1.1 * len(seq_ids)
+    width = min(11.0, 2 + 0.32 * max(phys_w, 1))
+    fig, ax = new_figure(width=width, height=0.9 + width * (y_hi - y_lo) / (x_hi - x_lo))
+    pos = {b: b * (p + gap) for b in range(n_phys)}
+
+    def color(b: int) -> str:
+        return COLORS["shared"] if state.ref_counts[b] > 1 else COLORS["private"]
+
+    for b in range(n_phys):
+        x = pos[b]
+        if b in state.free:
+            _slot_row(ax, x, 0, 0, p, COLORS["free"])
+            label = "free"
+        elif b in state.draining:
+            _slot_row(ax, x, 0, len(state.contents[b]), p, COLORS["queue"], labels=lab(state.contents[b]))
+            label = "draining"
+        else:
+            _slot_row(ax, x, 0, len(state.contents[b]), p, color(b), labels=lab(state.contents[b]))
+            label = f"ref {state.ref_counts[b]}"
+        ax.text(x + p / 2, -0.35, f"#{b}\n{label}", ha="center", va="top", fontsize=7)
+    ax.text(-0.8, 0.3, "physical", ha="right", va="center", fontsize=9)
+    for r, s in enumerate(seq_ids):
+        y = 2.2 + 1.1 * (len(seq_ids) - 1 - r)
+        table, n = state.tables[s], state.lengths[s]
+        for i, b in enumerate(table):
+            x = i * (p + gap)
+            used = min(p, n - i * p)
+            _slot_row(ax, x, y, used, p, color(b), labels=lab(state.contents[b][:used]))
+            ax.annotate("", xy=(pos[b] + p / 2, 0.62), xytext=(x + p / 2, y - 0.02),
+                        arrowprops=dict(arrowstyle="->", color="#888888", lw=0.7, alpha=0.8))
+        ax.text(-0.8, y + 0.3, f"{(names or {}).get(s, s)}: {list(table)}", ha="right", va="center", fontsize=8)
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(y_lo, y_hi)
+    _bare(ax)
+    ax.set_title(title or f"{state.references} table references, {state.used_blocks} of {n_phys} blocks in use",
+                 fontsize=10)
+    return captioned(fig, figure) if figure else fig
+
+
+# ---- 8.3.2 -----------------------------------------------------------------------------------
+def draw_branch_sharing(refs: int, physical: int, title: str = "", figure: str = "") -> Figure:
+    """Block-table references against physical blocks (e.g. four branches: 416 vs 131)."""
+    fig, ax = new_figure(width=6, height=2.4)
+    fig.subplots_adjust(left=1.5 / 6, top=1 - 0.6 / 2.4)
+    ax.barh([1, 0], [refs, physical], color=[COLORS["unused"], COLORS["shared"]])
+    ax.set_yticks([1, 0], ["stored separately", "shared prefix"])
+    for y, v in ((1, refs), (0, physical)):
+        ax.text(v, y, f" {v}", va="center")
+    ax.set_xlabel("physical blocks")
+    ax.set_title(title or f"{1 - physical / refs:.0%} fewer blocks", fontsize=10)
+    return captioned(fig, figure) if figure else fig
+
+
+def draw_capacity_vs_requests(n_max: int, independent_bytes: float, shared_bytes: float, private_bytes: float,
+                              budget_bytes: float, figure: str = "") -> Figure:
+    """KV of n requests stored independently vs sharing a prefix, against the KV budget."""
+    fig, ax = new_figure(width=6.5, height=3.2)
+    ns = list(range(1, n_max + 1))
+    ax.plot(ns, [n * independent_bytes / GiB for n in ns], color=COLORS["kv"], label="independent")
+    ax.plot(ns, [(shared_bytes + n * private_bytes) / GiB for n in ns], color=COLORS["shared"],
+            label="shared prefix")
+    deadline_line(ax, budget_bytes / GiB, f"KV budget {budget_bytes / GiB:.0f} GiB", vertical=False)
+    fit_i = int(budget_bytes // independent_bytes)
+    fit_s = int((budget_bytes - shared_bytes) // private_bytes)
+    for n, c in ((fit_i, COLORS["kv"]), (fit_s, COLORS["shared"])):
+        if 1 <= n <= n_max:
+            ax.axvline(n, color=c, ls=":", lw=1)
+            ax.text(n, budget_bytes / GiB * 0.05, f" {n}", color=c)
+    ax.set_xlabel("requests")
+    ax.set_ylabel("KV to completion (GiB)")
+    ax.set_ylim(0, max(budget_bytes / GiB * 1.6, 1))
+    ax.legend(loc="upper left")
+    return captioned(fig, figure) if figure else fig
+
+
+def draw_cancellation(events: Sequence[PoolEvent], blocks: int, figure: str = "") -> Figure:
+    """Free and draining blocks over time after a cancel (Figure 8-16)."""
+    fig, ax = new_figure(width=6.5, height=2.8)
+    t = [e.time_s / ms for e in events]
+    end = t[-1] * 1.15
+    ax.step(t + [end], [e.free_blocks for e in events] + [events[-1].free_blocks], where="post",
+            color=COLORS["decode"], label="free blocks")
+    ax.step(t + [end], [e.draining_blocks for e in events] + [events[-1].draining_blocks], where="post",
+            color=COLORS["queue"], label="draining (no reference, step still reading)")
+    top = blocks + events[0].free_blocks
+    for i, e in enumerate(events[1:]):
+        ax.axvline(e.time_s / ms, color=COLORS["highlight"], ls=":", lw=1)
+        ax.text(e.time_s / ms, top * (1.12 + 0.14 * i), f"{e.time_s / ms:g} ms: {e.label}", fontsize=8,
+                ha="left" if i == 0 else "right", va="bottom")
+    ax.set_ylim(0, top * 1.75)
+    ax.set_xlabel("time since cancel (ms)")
+    ax.set_ylabel("blocks")
+    ax.legend(loc="upper left", ncol=2, fontsize=8)
+    return captioned(fig, figure) if figure else fig
+
+
+def draw_preemption(run: PreemptionRun, num_blocks: int, figure: str = "") -> Figure:
+    """Blocks in use per decode step, with the steps where a sequence was preempted."""
+    fig, ax = new_figure(width=6.5, height=2.8)
+    ax.plot(range(1, len(run.used_blocks) + 1), run.used_blocks, color=COLORS["kv"], label="blocks in use")
+    deadline_line(ax, num_blocks, "pool size", vertical=False)
+    for step, seq, tokens in run.preemptions:
+        ax.axvline(step, color=COLORS["highlight"], ls=":", lw=1)
+        ax.text(step, num_blocks * 0.1, f" preempt {seq}\n ({tokens} tokens)", fontsize=8)
+    ax.set_xlabel("step")
+    ax.set_ylabel("blocks")
+    ax.set_ylim(0, num_blocks * 1.2)
+    ax.set_title(f"{len(run.preemptions)} preemption(s), {run.recomputed_tokens} tokens recomputed", fontsize=10)
+    return captioned(fig, figure) if figure else fig
+
+
+# ---- 8.3.3 -----------------------------------------------------------------------------------
+def draw_prefix_tree(cache: RadixCache, leaf_labels: dict[tuple[int, ...], str] | None = None,
+                     title: str = "", figure: str = "") -> Figure:
+    """A radix tree laid out along token position: each edge a bar labelled with its token count."""
+    lanes: list[tuple[RadixNode, int]] = []
+    next_lane = [0]
+
+    def place(node: RadixNode, lane: int) -> None:
+        lanes.append((node, lane))
+        children = sorted(node.children.values(), key=lambda c: -_subtree_tokens(c))
+        for i, child in enumerate(children):
+            if i:
+                next_lane[0] += 1
+            place(child, lane if i == 0 else next_lane[0])
+
+    for i, child in enumerate(sorted(cache.root.children.values(), key=lambda c: -_subtree_tokens(c))):
+        if i:
+            next_lane[0] += 1
+        place(child, next_lane[0])
+    n_lanes = next_lane[0] + 1
+    fig, ax = new_figure(width=8, height=0.5 * n_lanes + 1.3)
+    lane_of = {id(n): lane for n, lane in lanes}
+    labels = leaf_labels or {}
+    for node, lane in lanes:
+        y = n_lanes - 1 - lane
+        shared = len(node.children) > 1 or node.parent is not cache.root and False
+        ax.barh(y, len(node.key), left=node.start, height=0.5, color=COLORS["shared"] if node.children
+                else COLORS["private"], edgecolor="white")
+        ax.text(node.start + len(node.key) / 2, y, f"+{len(node.key)}", ha="center", va="center", fontsize=7,
+                color="white")
+        if node.parent is not cache.root and lane_of[id(node.parent)] != lane:
+            py = n_lanes - 1 - lane_of[id(node.parent)]
+            ax.plot([node.start, node.start], [py - 0.25, y + 0.25], color=_EDGE, lw=0.8)
+        label = labels.get(cache.prefix_of(node), "")
+        if node.is_leaf:
+            ax.text(node.end, y, f" {label} ({node.end})" if label else f" ({node.end})", va="center", fontsize=8)
+        elif label:
+            ax.text(node.end, y + 0.27, label.replace("turn ", "t"), ha="center", va="bottom", fontsize=6,
+                    color=_EDGE)
+        del shared
+    ax.set_yticks([])
+    ax.set_xlabel("token position")
+    ax.set_ylim(-0.7, n_lanes - 0.3)
+    ax.set_xlim(0, max((n.end for n, _ in lanes), default=1) * 1.18)
+    ax.set_title(title or "blue: edges with descendants (shared context); orange: leaves (private suffix)",
+                 fontsize=9)
+    return captioned(fig, figure) if figure else fig
+
+
+def _subtree_tokens(node: RadixNode) -> int:
+    return len(node.key) + sum(_subtree_tokens(c) for c in node.children.values())
+
+
+def draw_turn_reuse(names: Sequence[str], inputs: Sequence[int], shared: Sequence[int], figure: str = "") -> Figure:
+    """Per turn: the prefix identical to the previous turn (blue) and the rest (orange) (Figure 8-18)."""
+    fig, ax = new_figure(width=7, height=0.28 * len(names) + 1.2)
+    ys = list(range(len(names)))[::-1]
+    ax.barh(ys, shared, color=COLORS["shared"], label="same as the previous turn")
+    ax.barh(ys, [i - s for i, s in zip(inputs, shared)], left=shared, color=COLORS["private"], label="new or changed")
+    ax.set_yticks(ys, names)
+    ax.set_xlabel("input tokens")
+    ax.legend(loc="upper right")
+    ax.set_title(f"{sum(shared):,} of {sum(inputs):,} input tokens repeat the previous turn", fontsize=10)
+    return captioned(fig, figure) if figure else fig
+
+
+def draw_snapshot_restore(r: Restore, snapshots: Sequence[int], context_tokens: int, figure: str = "") -> Figure:
+    """Text match, saved recurrent snapshots, and the tokens recomputed after the nearest one (Figure 8-19)."""
+    fig, ax = new_figure(width=7, height=2.4)
+    fig.subplots_adjust(top=1 - 0.6 / 2.4)
+    ax.barh(0, r.restored_from, color=COLORS["shared"], height=0.5, label="restored from snapshot")
+    ax.barh(0, r.recomputed_tokens, left=r.restored_from, color=COLORS["private"], height=0.5,
+            label=f"recomputed ({r.recomputed_tokens:,} tokens)")
+    ax.barh(0, max(context_tokens - r.matched_tokens, 0), left=r.matched_tokens, color=COLORS["unused"], height=0.5,
+            label="not matched")
+    for s in snapshots:
+        ax.plot([s], [0.42], "v", color=COLORS["decode"], ms=7)
+    ax.plot([], [], "v", color=COLORS["decode"], label="snapshot")
+    ax.axvline(r.matched_tokens, color=COLORS["deadline"], ls="--", lw=1)
+    ax.text(r.matched_tokens, 0.55, f"match {r.matched_tokens:,}", color=COLORS["deadline"], fontsize=8, ha="center")
+    ax.set_yticks([])
+    ax.set_ylim(-0.5, 1.5)
+    ax.set_xlabel("tokens from the start of the sequence")
+    ax.legend(loc="upper left", ncol=4, fontsize=7)
+    return captioned(fig, figure) if figure else fig
+
+
+def draw_context_updates(options: Sequence[ContextUpdate], figure: str = "") -> Figure:
+    """Reused prefix, reprocessed input and generated summary of each way to update a context (Figure 8-20)."""
+    fig, ax = new_figure(width=7, height=2.6)
+    fig.subplots_adjust(left=1.9 / 7)
+    ys = list(range(len(options)))[::-1]
+    k = 1024
+    ax.barh(ys, [o.reused_tokens / k for o in options], color=COLORS["shared"], label="reused prefix")
+    ax.barh(ys, [o.processed_tokens / k for o in options], left=[o.reused_tokens / k for o in options],
+            color=COLORS["private"], label="processed again")
+    ax.barh(ys, [o.generated_tokens / k for o in options],
+            left=[(o.reused_tokens + o.processed_tokens) / k + 0.3 for o in options], color=COLORS["decode"],
+            label="summary generated first")
+    ax.set_yticks(ys, [o.name for o in options])
+    ax.set_xlabel("K tokens")
+    ax.set_xlim(0, max(o.reused_tokens + o.processed_tokens + o.generated_tokens for o in options) / k * 1.45)
+    ax.legend(loc="lower right", fontsize=8)
+    return captioned(fig, figure) if figure else fig
+
+
+# ---- 8.3.4 -----------------------------------------------------------------------------------
+def draw_value_vs_hit_probability(costs: dict[str, PrefixCost], p_hit: float, figure: str = "") -> Figure:
+    """V_h = p_h (T_r - T_f) - T_m against p_h, with each break-even point and the chosen p_h."""
+    fig, ax = new_figure(width=6.5, height=3.2)
+    ps = [i / 200 for i in range(201)]
+    colors = [COLORS["prefill"], COLORS["kv"], COLORS["decode"], COLORS["accent"]]
+    for i, ((label, c), color) in enumerate(zip(costs.items(), colors)):
+        ax.plot(ps, [c.value(p) / ms for p in ps], color=color, label=label)
+        p0 = c.break_even()
+        if p0 <= 1:
+            ax.plot([p0], [0], "o", color=color)
+            ax.annotate(f"{p0:.1%}", (p0, 0), textcoords="offset points", xytext=(6, -12 - 11 * i), fontsize=8,
+                        color=color)
+        ax.plot([p_hit], [c.value(p_hit) / ms], "s", color=color)
+    ax.axhline(0, color=_EDGE, lw=0.8)
+    ax.axvline(p_hit, color=COLORS["highlight"], ls=":", lw=1)
+    ax.set_xlabel("hit probability $p_h$")
+    ax.set_ylabel("$V_h$ (ms)")
+    ax.legend(loc="upper left")
+    return captioned(fig, figure) if figure else fig
+
+
+def draw_cache_choice(a: PrefixCost, b: PrefixCost, n_b: int, p_a: float, p_b: float, figure: str = "") -> Figure:
+    """Same space, two uses: one prefix A or ``n_b`` prefixes B; width = MiB, height = expected saving (Figure 8-22)."""
+    fig, ax = new_figure(width=6.5, height=3.0)
+    va, vb = a.value(p_a) / ms, b.value(p_b) / ms
+    ax.add_patch(Rectangle((0, 1.2), a.kv_bytes / MiB, 0.8, color=COLORS["prefill"]))
+    ax.text(a.kv_bytes / MiB / 2, 1.6, f"A: {a.tokens} tokens, {va:.1f} ms", ha="center", va="center", color="white")
+    for i in range(n_b):
+        ax.add_patch(Rectangle((i * b.kv_bytes / MiB, 0), b.kv_bytes / MiB, 0.8, color=COLORS["kv"], ec="white"))
+        ax.text((i + 0.5) * b.kv_bytes / MiB, 0.4, f"B{i + 1}: {vb:.1f} ms", ha="center", va="center", color="white",
+                fontsize=8)
+    width = max(a.kv_bytes, n_b * b.kv_bytes) / MiB
+    ax.text(width * 1.02, 1.6, f"{va:.1f} ms", va="center")
+    ax.text(width * 1.02, 0.4, f"{n_b * vb:.1f} ms", va="center")
+    ax.set_xlim(0, width * 1.2)
+    ax.set_ylim(-0.2, 2.2)
+    ax.set_yticks([0.4, 1.6], [f"{n_b} x B", "1 x A"])
+    ax.set_xlabel("cache space (MiB)")
+    ax.set_title(f"per MiB: A {va / (a.kv_bytes / MiB):.3f} ms, B {vb / (b.kv_bytes / MiB):.3f} ms", fontsize=10)
+    return captioned(fig, figure) if figure else fig
+
+
+def draw_hits_vs_pool(pool_bytes: Sequence[float], hits: dict[str, Sequence[int]], total: int,
+                      marker_bytes: float | None = None, figure: str = "") -> Figure:
+    """Session input tokens found in the cache against pool size, one line per eviction policy."""
+    fig, ax = new_figure(width=6.5, height=3.2)
+    gib = [b / GiB for b in pool_bytes]
+    for (label, h), color in zip(hits.items(), [COLORS["kv"], COLORS["prefill"], COLORS["decode"]]):
+        ax.plot(gib, h, "o-", color=color, label=label)
+    ax.axhline(total, color=_EDGE, ls="--", lw=1)
+    ax.text(gib[0], total, f"all {total:,} session input tokens", va="bottom", fontsize=8)
+    if marker_bytes is not None:
+        ax.axvline(marker_bytes / GiB, color=COLORS["highlight"], ls=":", lw=1)
+    ax.set_xlabel("KV pool (GiB)")
+    ax.set_ylabel("session tokens hit")
+    ax.set_ylim(0, total * 1.12)
+    ax.legend(loc="center right")
+    return captioned(fig, figure) if figure else fig
+
+
+# ---- widget views: pure functions of the slider values ----------------------------------------
+EXAMPLE_LENGTHS = (9, 13, 5, 15)  # requests A, B, C, D of section 8.3.1
+COW_LABELS = {1: "a", 2: "b", 3: "c", 24: "x", 25: "y"}
+
+
+def paged_allocation_view(block_size: int = 4) -> Figure:
+    """The 9/13/5/15-token example paged with ``block_size``-token blocks: slots, waste, table entries."""
+
+    lengths = list(EXAMPLE_LENGTHS)
+    waste = sum(paged_waste(lengths, block_size))
+    title = (f"p = {block_size}: {paged_slots(lengths, block_size)} slots for {sum(lengths)} tokens, {waste} unused "
+             f"(at most 4 x {block_size - 1}),\n{block_table_entries(lengths, block_size)} block-table entries")
+    return draw_slots(lengths, "ABCD", block_size=block_size, title=title)
+
+
+def branch_sharing_view(branches: int = 4, prefix_tokens: int = 1520, block_size: int = 16,
+                        private_tokens: int = 144) -> Figure:
+    """Fork ``branches`` branches after a shared prefix in a real ``BlockManager``; references vs physical blocks."""
+
+    need = -(-prefix_tokens // block_size) + branches * (-(-private_tokens // block_size) + 2)
+    bm = BlockManager(need, block_size, prefix_caching=False)  # forks share blocks; no content lookup needed
+    bm.allocate(0, list(range(prefix_tokens)))
+    for i in range(1, branches):
+        bm.fork(0, i)
+    for i in range(branches):
+        bm.append(i, [10**7 * (i + 1) + t for t in range(private_tokens)])
+    state = bm.state()
+    title = (f"{branches} branches, {prefix_tokens}-token prefix, p = {block_size}:\n{state.references} references, "
+             f"{state.used_blocks} physical blocks ({1 - state.used_blocks / state.references:.0%} fewer)")
+    return draw_branch_sharing(state.references, state.used_blocks, title=title)
+
+
+def shared_batch_view(prefix_tokens: int = 6144, block_size: int = 16) -> Figure:
+    """Long requests (8192 in, 256 out) stored independently vs sharing ``prefix_tokens``, in a 12 GiB budget."""
+
+    model = MODEL
+    shared, private = shared_and_private_bytes(model, 8192, 256, block_size, prefix_tokens)
+    return draw_capacity_vs_requests(40, request_kv_bytes(model, 8192, 256, block_size), shared, private,
+                                     KV_BUDGET_BYTES)
+
+
+def refcount_view(step: int = 0) -> Figure:
+    """One state of the reference-count walk-through (Figure 8-14)."""
+
+    label, state = refcount_steps()[step]
+    return draw_pool(state, title=f"step {step}: {label}")
+
+
+def copy_on_write_view(step: int = 0) -> Figure:
+    """One state of the copy-on-write walk-through (Figure 8-15)."""
+
+    label, state = copy_on_write_steps()[step]
+    return draw_pool(state, title=f"step {step}: {label}", token_labels=COW_LABELS)
+
+
+def snapshot_view(interval: int = 4096, matched_tokens: int = 10_752, context_tokens: int = 131_072) -> Figure:
+    """Snapshots every ``interval`` tokens: what a match of ``matched_tokens`` recomputes and what they cost to keep."""
+
+    shown = matched_tokens + interval
+    r = restore(matched_tokens, snapshot_positions(shown, interval))
+    n, storage, worst, mean = spacing_tradeoff(context_tokens, interval)
+    fig = draw_snapshot_restore(r, snapshot_positions(shown, interval), shown)
+    fig.axes[0].set_title(f"snapshot every {interval:,} tokens: recompute {r.recomputed_tokens:,} here;\nover a "
+                          f"{context_tokens // 1024}K context {n} snapshots = {storage / MiB:,.0f} MiB per card, "
+                          f"mean recompute {mean:,.0f}", fontsize=9)
+    return fig
+
+
+def _link_costs(link_gb_per_s: float) -> tuple[PrefixCost, PrefixCost]:
+
+    model, acc = MODEL, ACCELERATOR
+    return (prefix_cost(model, acc, 6144, link_bandwidth=link_gb_per_s * GB),
+            prefix_cost(model, acc, 2048, link_bandwidth=link_gb_per_s * GB))
+
+
+def value_view(link_gb_per_s: float = 64, p_hit: float = 0.5) -> Figure:
+    """V_h of prefixes A (6144 tokens) and B (2048) over a host link of ``link_gb_per_s`` GB/s."""
+    a, b = _link_costs(link_gb_per_s)
+    fig = draw_value_vs_hit_probability({"A: 6144 tokens, 864 MiB": a, "B: 2048 tokens, 288 MiB": b}, p_hit)
+    fig.axes[0].set_title(f"{link_gb_per_s:g} GB/s: A breaks even at {a.break_even():.1%}, "
+                          f"V_h({p_hit:.2f}) = {a.value(p_hit) / ms:.1f} ms", fontsize=10)
+    return fig
+
+
+def cache_choice_view(link_gb_per_s: float = 64, p_hit: float = 0.5) -> Figure:
+    """One A against three B in 864 MiB at the same hit probability (Figure 8-22)."""
+    a, b = _link_costs(link_gb_per_s)
+    return draw_cache_choice(a, b, 3, p_hit, p_hit)
+
+
+POOL_GRID_GIB = tuple(x / 2 for x in range(1, 17))  # 0.5 ... 8 GiB
+
+
+@lru_cache(maxsize=4)
+def eviction_sweep(seed: int = 13, other_per_gap: int = 8) -> dict[str, list[int]]:
+    """Session tokens hit for each pool of ``POOL_GRID_GIB`` under LRU and value per byte (cached)."""
+
+    model, acc = MODEL, ACCELERATOR
+    per_token = model.kv_bytes_per_token()
+    trace = agent_workload(seed, other_per_gap=other_per_gap)
+    out: dict[str, list[int]] = {"LRU": [], "value per byte": []}
+    for gib in POOL_GRID_GIB:
+        cap = int(gib * GiB // per_token)
+        out["LRU"].append(replay(trace, cap, LRU()).session_hit_tokens)
+        vpb = ValuePerByte(lambda n, c: prefill_time(model, acc, n, c), per_token)
+        out["value per byte"].append(replay(trace, cap, vpb).session_hit_tokens)
+    out["total"] = [sum(len(r.input_ids) for r in trace if r.session)]
+    return out
+
+
+def pool_view(pool_gib: float = 6.0) -> Figure:
+    """Hit tokens of the synthetic agent session against pool size, LRU vs value per byte; marks ``pool_gib``."""
+    sweep = eviction_sweep()
+    hits = {k: v for k, v in sweep.items() if k != "total"}
+    total = sweep["total"][0]
+    fig = draw_hits_vs_pool([g * GiB for g in POOL_GRID_GIB], hits, total, pool_gib * GiB)
+    i = min(range(len(POOL_GRID_GIB)), key=lambda j: abs(POOL_GRID_GIB[j] - pool_gib))
+    fig.axes[0].set_title(f"{POOL_GRID_GIB[i]:g} GiB pool: LRU hits {hits['LRU'][i]:,}, value per byte "
+                          f"{hits['value per byte'][i]:,} of {total:,}", fontsize=10)
+    return fig

@@ -1,0 +1,288 @@
+"""A radix tree of cached token prefixes with locks and eviction by policy (SGLang's RadixCache, on the CPU).
+
+Each edge holds a run of token ids; the path from the root to a node spells a prefix whose
+KV is cached. A request matches its longest cached prefix (splitting an edge where the match
+stops inside it), locks the matched path while it runs, and inserts its tokens when done.
+When space runs out, unlocked leaves are evicted, lowest policy score first; a parent whose
+last child goes becomes a leaf itself. Capacity and sizes are in tokens.
+
+Policies (lower score is evicted first):
+* ``LRU``: last access time (a logical clock that ticks once per ``match`` and per ``insert``);
+* ``ValuePerByte``: expected saving per byte, p_hat x saving_s / bytes, where the hit
+  probability p_h of V_h = p_h (T_r - T_f) - T_m, unknown in advance, is the larger of a hint
+  given when the prefix was cached (an agent turn that ends in a tool call will likely be
+  continued) and the node's history: reuses / cache operations since it was cached. Ties go LRU.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from ._validate import fraction, non_negative_int, positive, positive_int
+
+
+@dataclass(eq=False)
+class RadixNode:
+    """An edge of token ids ending at this node; ``start`` tokens precede it on its path."""
+
+    key: tuple[int, ...] = ()
+    parent: RadixNode | None = None
+    children: dict[int, RadixNode] = field(default_factory=dict)
+    start: int = 0
+    lock_ref: int = 0
+    last_access: int = 0
+    hits: int = 0
+    created: int = 0
+    reuse_hint: float = 0.0  # p_h announced by the last request that cached this path
+
+    @property
+    def end(self) -> int:
+        """Tokens from the root to the end of this node."""
+        return self.start + len(self.key)
+
+    @property
+    def is_leaf(self) -> bool:
+        """Whether the node has no children."""
+        return not self.children
+
+
+@dataclass(frozen=True)
+class Match:
+    """Result of a prefix lookup: matched length in tokens and the deepest node reached."""
+
+    length: int
+    node: RadixNode
+
+
+class LRU:
+    """Evict the least recently used leaf first."""
+
+    name = "LRU"
+
+    def score(self, node: RadixNode, cache: RadixCache) -> float:
+        """Last access time (lower is evicted first)."""
+        return node.last_access
+
+
+class ValuePerByte:
+    """Evict the leaf with the smallest expected saving per byte (estimated p_h x seconds saved per byte)."""
+
+    name = "value per byte"
+
+    def __init__(self, saving_s: Callable[[int, int], float], bytes_per_token: float) -> None:
+        self.saving_s = saving_s  # (new tokens, cached tokens before them) -> seconds a hit saves
+        self.bytes_per_token = positive("bytes_per_token", bytes_per_token)
+
+    @staticmethod
+    def hit_probability(node: RadixNode, cache: RadixCache) -> float:
+        """Estimated p_h: the hint it was cached with, or reuses / cache operations since it was cached."""
+        return max(node.reuse_hint, (node.hits - 1) / (cache.clock - node.created + 1))
+
+    def score(self, node: RadixNode, cache: RadixCache) -> float:
+        """p_hat x (seconds a hit on this node's tokens saves) / (its bytes)."""
+        n = len(node.key)
+        return self.hit_probability(node, cache) * self.saving_s(n, node.start) / (n * self.bytes_per_token)
+
+
+class RadixCache:
+    """A prefix cache of at most ``capacity_tokens`` tokens, evicting by ``policy``."""
+
+    def __init__(self, capacity_tokens: int, policy: LRU | ValuePerByte | None = None) -> None:
+        self.capacity = positive_int("capacity_tokens", capacity_tokens)
+        self.policy = policy or LRU()
+        self.root = RadixNode(lock_ref=1)  # the root is never evicted
+        self.size = 0
+        self.clock = 0
+        self.evicted_tokens = 0
+
+    # ---- lookups ---------------------------------------------------------------------
+    def match(self, tokens: Sequence[int]) -> Match:
+        """Longest cached prefix of ``tokens``; touches the path (access time, hits); splits a partial edge."""
+        self.clock += 1
+        return self._walk(tuple(int(t) for t in tokens), touch=True)
+
+    def peek(self, tokens: Sequence[int]) -> int:
+        """Length of the longest cached prefix, changing nothing."""
+        node, i = self.root, 0
+        while i < len(tokens) and int(tokens[i]) in node.children:
+            child = node.children[int(tokens[i])]
+            k = _common(child.key, tuple(int(t) for t in tokens[i:i + len(child.key)]))
+            i += k
+            if k < len(child.key):
+                break
+            node = child
+        return i
+
+    # ---- locks -----------------------------------------------------------------------
+    def lock(self, node: RadixNode) -> None:
+        """Protect ``node`` and its ancestors from eviction (a request is using them)."""
+        while node is not None:
+            node.lock_ref += 1
+            node = node.parent
+
+    def unlock(self, node: RadixNode) -> None:
+        """Release a ``lock``."""
+        while node is not None:
+            if node.lock_ref <= 0:
+                raise ValueError("node is not locked")
+            node.lock_ref -= 1
+            node = node.parent
+
+    # ---- insertion and eviction ------------------------------------------------------
+    def insert(self, tokens: Sequence[int], reuse_hint: float | None = None) -> int:
+        """Cache ``tokens`` (evicting as needed); return how many new tokens were stored.
+
+        If locked nodes leave too little room, only the leading part that fits is stored.
+        ``reuse_hint`` (a probability) is recorded on the whole path for value-aware policies.
+        """
+        if reuse_hint is not None:
+            fraction("reuse_hint", reuse_hint)
+        tokens = tuple(int(t) for t in tokens)
+        self.clock += 1
+        m = self._walk(tokens, touch=False)
+        self.lock(m.node)
+        try:
+            missing = len(tokens) - m.length
+            room = self.capacity - self.size
+            if missing > room:
+                self.evict(missing - room)
+                room = self.capacity - self.size
+            new = tokens[m.length:m.length + min(missing, room)]
+            if new:
+                leaf = RadixNode(key=new, parent=m.node, start=m.length, last_access=self.clock, hits=1,
+                                 created=self.clock)
+                m.node.children[new[0]] = leaf
+                self.size += len(new)
+            node = m.node.children[new[0]] if new else m.node
+            while reuse_hint is not None and node is not self.root:
+                node.reuse_hint, node = reuse_hint, node.parent
+            return len(new)
+        finally:
+            self.unlock(m.node)
+
+    def evict(self, n_tokens: int) -> int:
+        """Evict unlocked leaves, lowest score first, until ``n_tokens`` are freed or none is left; return freed."""
+        non_negative_int("n_tokens", n_tokens)
+        heap = [self._entry(n) for n in self.nodes() if n.is_leaf and n.lock_ref == 0]
+        heapq.heapify(heap)
+        freed = 0
+        while freed < n_tokens and heap:
+            *_, node = heapq.heappop(heap)
+            parent = node.parent
+            del parent.children[node.key[0]]
+            freed += len(node.key)
+            self.size -= len(node.key)
+            if parent is not self.root and parent.is_leaf and parent.lock_ref == 0:
+                heapq.heappush(heap, self._entry(parent))
+        self.evicted_tokens += freed
+        return freed
+
+    # ---- views -----------------------------------------------------------------------
+    def nodes(self) -> Iterator[RadixNode]:
+        """Every node but the root, parents before children."""
+        stack = list(self.root.children.values())
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(node.children.values())
+
+    @property
+    def locked_tokens(self) -> int:
+        """Tokens on locked paths (not evictable)."""
+        return sum(len(n.key) for n in self.nodes() if n.lock_ref > 0)
+
+    @property
+    def evictable_tokens(self) -> int:
+        """Tokens that eviction could free (all unlocked nodes)."""
+        return self.size - self.locked_tokens
+
+    def prefix_of(self, node: RadixNode) -> tuple[int, ...]:
+        """The token ids from the root to the end of ``node``."""
+        parts = []
+        while node is not None and node is not self.root:
+            parts.append(node.key)
+            node = node.parent
+        return tuple(t for part in reversed(parts) for t in part)
+
+    # ---- internals -------------------------------------------------------------------
+    def _entry(self, node: RadixNode) -> tuple[float, int, int, RadixNode]:
+        return (self.policy.score(node, self), node.last_access, id(node), node)
+
+    def _walk(self, tokens: tuple[int, ...], touch: bool) -> Match:
+        node, i = self.root, 0
+        while i < len(tokens) and tokens[i] in node.children:
+            child = node.children[tokens[i]]
+            k = _common(child.key, tokens[i:i + len(child.key)])
+            if k < len(child.key):
+                child = self._split(child, k)
+            node, i = child, i + k
+            if touch:
+                self._touch(node)
+        return Match(i, node)
+
+    def _touch(self, node: RadixNode) -> None:
+        node.last_access = self.clock
+        node.hits += 1
+
+    def _split(self, child: RadixNode, k: int) -> RadixNode:
+        """Cut ``child``'s edge after ``k`` tokens; return the new upper node."""
+        parent = child.parent
+        upper = RadixNode(key=child.key[:k], parent=parent, start=child.start, lock_ref=child.lock_ref,
+                          last_access=child.last_access, hits=child.hits, created=child.created,
+                          reuse_hint=child.reuse_hint)
+        parent.children[upper.key[0]] = upper
+        child.key, child.start, child.parent = child.key[k:], child.start + k, upper
+        upper.children[child.key[0]] = child
+        return upper
+
+
+def _common(a: tuple[int, ...], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+# ---- replaying a trace -----------------------------------------------------------------
+@dataclass(frozen=True)
+class ReplayResult:
+    """Per-request hit tokens of a replay; ``session`` marks the requests of the session under study."""
+
+    names: list[str]
+    input_tokens: list[int]
+    hit_tokens: list[int]
+    session: list[bool]
+
+    @property
+    def session_input_tokens(self) -> int:
+        """Input tokens of the session's requests."""
+        return sum(n for n, s in zip(self.input_tokens, self.session) if s)
+
+    @property
+    def session_hit_tokens(self) -> int:
+        """Input tokens of the session's requests found in the cache."""
+        return sum(h for h, s in zip(self.hit_tokens, self.session) if s)
+
+
+def replay(requests: Sequence, capacity_tokens: int, policy: LRU | ValuePerByte | None = None) -> ReplayResult:
+    """Run ``requests`` one after another through a cache of ``capacity_tokens``; count hit input tokens.
+
+    Each request (with ``name``, ``input_ids``, ``output_ids``, ``session``, ``reuse_hint``) matches its input,
+    keeps the match locked while it runs, and caches its input and output when it finishes, so
+    the next turn of a conversation can hit everything the previous turn computed.
+    """
+    cache = RadixCache(capacity_tokens, policy)
+    names, inputs, hits, session = [], [], [], []
+    for r in requests:
+        m = cache.match(r.input_ids)
+        cache.lock(m.node)
+        cache.insert(tuple(r.input_ids) + tuple(r.output_ids), getattr(r, "reuse_hint", None))
+        cache.unlock(m.node)
+        names.append(r.name)
+        inputs.append(len(r.input_ids))
+        hits.append(m.length)
+        session.append(bool(r.session))
+    return ReplayResult(names, inputs, hits, session)

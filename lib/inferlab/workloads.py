@@ -1,0 +1,130 @@
+"""Seeded synthetic traces: a multi-turn coding-agent session and the traffic that competes with it.
+
+The chapter replays a real 12-turn coding-agent session (19,556 input tokens) against a
+prefix cache; that trace is not public. This generator makes one with the same structure:
+a stable head (system prompt + tool definitions) shared by every turn, a task, then turns
+that append the assistant's tool call and the tool's result, and occasional rewrites where
+the harness re-renders part of the history (everything after the rewritten position changes,
+so reuse stops there). Token ids are random; only their equality matters for caching.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._validate import fraction, non_negative_int, positive, positive_int
+
+VOCAB = 151_936  # Qwen3's vocabulary; ids are drawn below it
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    """One request of a trace: its input and output token ids and where it comes from."""
+
+    name: str
+    input_ids: tuple[int, ...]
+    output_ids: tuple[int, ...]
+    session: bool = False  # True for the agent session under study
+    turn: int = -1  # turn number within the session (0-based), -1 for other traffic
+    kind: str = "other"  # 'first', 'append', 'rewrite' or 'other'
+    reuse_hint: float | None = None  # engine's prior that this context is continued (None: unknown)
+
+    def __post_init__(self) -> None:
+        positive_int("len(input_ids)", len(self.input_ids))
+
+
+def _ids(rng: np.random.Generator, n: int) -> tuple[int, ...]:
+    return tuple(int(t) for t in rng.integers(0, VOCAB, size=n))
+
+
+def _length(rng: np.random.Generator, mean: float, low: int = 8) -> int:
+    """A lognormal length with the given mean (sigma 0.5), at least ``low``."""
+    return max(low, int(round(rng.lognormal(np.log(mean) - 0.125, 0.5))))
+
+
+def agent_session(
+    seed: int = 0,
+    turns: int = 12,
+    system_tokens: int = 96,
+    tool_definition_tokens: int = 110,
+    task_tokens: int = 400,
+    tool_result_tokens: float = 130,
+    output_tokens: float = 60,
+    rewrite_prob: float = 0.15,
+    reuse_hint: float = 0.9,
+) -> list[TraceRequest]:
+    """A coding-agent session: turn k's input = turn k-1's input + its output + a tool result (or a rewrite)."""
+    positive_int("turns", turns)
+    for name, v in (("system_tokens", system_tokens), ("tool_definition_tokens", tool_definition_tokens),
+                    ("task_tokens", task_tokens)):
+        non_negative_int(name, v)
+    positive("tool_result_tokens", tool_result_tokens)
+    positive("output_tokens", output_tokens)
+    fraction("rewrite_prob", rewrite_prob)
+    fraction("reuse_hint", reuse_hint)
+    rng = np.random.default_rng(seed)
+    head = _ids(np.random.default_rng(10_000 + system_tokens), system_tokens) + _ids(rng, tool_definition_tokens)
+    context = head + _ids(rng, task_tokens)
+    out: list[TraceRequest] = []
+    for k in range(turns):
+        kind = "first"
+        if k:
+            kind = "append"
+            context = context + out[-1].output_ids
+            if rng.random() < rewrite_prob and len(context) > len(head) + 1:
+                # the harness re-renders the history from a point after the head (plan, todo list, edits)
+                at = int(rng.integers(len(head), len(context)))
+                context = context[:at] + _ids(rng, len(context) - at)
+                kind = "rewrite"
+            context = context + _ids(rng, _length(rng, tool_result_tokens))
+        hint = reuse_hint if k < turns - 1 else 0.0  # every turn but the last ends in a tool call
+        out.append(TraceRequest(f"turn {k + 1}", context, _ids(rng, _length(rng, output_tokens)), True, k, kind, hint))
+    return out
+
+
+def competing_traffic(seed: int = 1, n_requests: int = 48, prompt_tokens: float = 2048,
+                      output_tokens: float = 256) -> list[TraceRequest]:
+    """Unrelated requests (their own prompts, nothing shared with the session), lognormal lengths."""
+    non_negative_int("n_requests", n_requests)
+    positive("prompt_tokens", prompt_tokens)
+    positive("output_tokens", output_tokens)
+    rng = np.random.default_rng(seed)
+    return [TraceRequest(f"other {i + 1}", _ids(rng, _length(rng, prompt_tokens)),
+                         _ids(rng, _length(rng, output_tokens))) for i in range(n_requests)]
+
+
+def interleave(session: list[TraceRequest], traffic: list[TraceRequest], per_gap: int) -> list[TraceRequest]:
+    """Put ``per_gap`` competing requests between consecutive session turns (while the tool runs)."""
+    non_negative_int("per_gap", per_gap)
+    if per_gap * max(len(session) - 1, 0) > len(traffic):
+        raise ValueError(f"traffic has {len(traffic)} requests, per_gap x gaps needs {per_gap * (len(session) - 1)}")
+    out, it = [], iter(traffic)
+    for k, turn in enumerate(session):
+        if k:
+            out.extend(next(it) for _ in range(per_gap))
+        out.append(turn)
+    return out
+
+
+def agent_workload(seed: int = 0, turns: int = 12, other_per_gap: int = 4, other_prompt_tokens: float = 2048,
+                   other_output_tokens: float = 256) -> list[TraceRequest]:
+    """The session of ``agent_session(seed, turns)`` with ``other_per_gap`` competing requests in every gap."""
+    session = agent_session(seed, turns)
+    traffic = competing_traffic(seed + 1, other_per_gap * (turns - 1), other_prompt_tokens, other_output_tokens)
+    return interleave(session, traffic, other_per_gap)
+
+
+def reuse_from_previous(session: list[TraceRequest]) -> list[int]:
+    """For each turn, the tokens its input shares with the previous turn's input + output (0 for turn 1)."""
+    shared = [0]
+    for prev, cur in zip(session, session[1:]):
+        ctx = prev.input_ids + prev.output_ids
+        n = 0
+        for a, b in zip(ctx, cur.input_ids):
+            if a != b:
+                break
+            n += 1
+        shared.append(n)
+    return shared

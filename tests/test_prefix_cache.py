@@ -1,0 +1,204 @@
+"""Radix-tree prefix cache: unit tests, eviction policies, and stateful tests over random operation sequences."""
+
+from __future__ import annotations
+
+import os
+
+import hypothesis.strategies as st
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from inferlab.calibration import prefill_time
+from inferlab.hardware import ACCELERATORS
+from inferlab.models import MODELS
+from inferlab.prefix_cache import LRU, RadixCache, ValuePerByte, replay
+from inferlab.units import GiB
+from inferlab.workloads import agent_workload
+
+STATEFUL_EXAMPLES = int(os.environ.get("INFERLAB_STATEFUL_EXAMPLES", "150"))
+STATEFUL_STEPS = int(os.environ.get("INFERLAB_STATEFUL_STEPS", "60"))
+QWEN, RTX = MODELS["qwen3-8b"], ACCELERATORS["rtx-pro-6000"]
+
+
+def _vpb() -> ValuePerByte:
+    return ValuePerByte(lambda n, c: prefill_time(QWEN, RTX, n, c), QWEN.kv_bytes_per_token())
+
+
+def test_insert_match_and_split() -> None:
+    c = RadixCache(100)
+    assert c.insert([1, 2, 3, 4]) == 4
+    assert c.insert([1, 2, 5]) == 1  # splits the edge after [1, 2]
+    assert c.size == 5
+    keys = sorted(n.key for n in c.nodes())
+    assert keys == [(1, 2), (3, 4), (5,)]
+    m = c.match([1, 2, 3, 9])
+    assert m.length == 3 and c.prefix_of(m.node) == (1, 2, 3)  # matching inside an edge splits it too
+    assert c.peek([1, 2, 5, 6]) == 3 and c.peek([7]) == 0
+
+
+def test_timestamp_in_front_destroys_reuse() -> None:
+    tools = list(range(100, 400))
+    c = RadixCache(10_000)
+    c.insert([1] + tools + [7, 8])
+    assert c.match([2] + tools + [9]).length == 0  # a different first token: nothing reused
+    c.insert(tools + [1, 7, 8])
+    assert c.match(tools + [2, 9]).length == len(tools)  # stable part first: all of it reused
+
+
+def test_lru_evicts_oldest_leaf_first_and_locks_protect() -> None:
+    c = RadixCache(6, LRU())
+    c.insert([1, 2])
+    c.insert([3, 4])
+    c.match([1, 2])  # touch [1, 2]
+    c.insert([5, 6])
+    c.insert([7, 8])  # needs room: [3, 4] is the least recently used
+    assert c.peek([3, 4]) == 0 and c.peek([1, 2]) == 2
+    m = c.match([5, 6])
+    c.lock(m.node)
+    assert c.evict(100) == 4  # everything but the locked path
+    assert c.peek([5, 6]) == 2 and c.size == 2
+    c.unlock(m.node)
+    with pytest.raises(ValueError, match="not locked"):
+        c.unlock(m.node)
+    assert c.evict(100) == 2 and c.size == 0
+
+
+def test_insert_stores_only_what_fits_beside_locked_nodes() -> None:
+    c = RadixCache(5)
+    c.insert([1, 2, 3])
+    c.lock(c.match([1, 2, 3]).node)
+    assert c.insert([9, 8, 7, 6]) == 2
+    assert c.size == 5 and c.peek([9, 8, 7]) == 2
+
+
+def test_value_per_byte_keeps_a_reused_prefix_that_lru_drops() -> None:
+    # the session prefix [0..99] is reused; one-off requests stream through a small cache
+    session = list(range(100))
+    lru, vpb = RadixCache(300, LRU()), RadixCache(300, _vpb())
+    for c in (lru, vpb):
+        c.insert(session)
+        c.match(session)
+        c.insert(session)
+        for i in range(3):
+            c.insert([1000 * (i + 1) + t for t in range(120)])
+    assert vpb.peek(session) == 100
+    assert lru.peek(session) == 0
+
+
+def test_reuse_hint_is_recorded_on_the_path() -> None:
+    c = RadixCache(100, _vpb())
+    c.insert([1, 2, 3], reuse_hint=0.9)
+    assert all(n.reuse_hint == 0.9 for n in c.nodes())
+    with pytest.raises(ValueError, match="reuse_hint"):
+        c.insert([4], reuse_hint=1.5)
+    with pytest.raises(ValueError, match="capacity_tokens"):
+        RadixCache(0)
+
+
+def test_agent_replay_hits_with_a_large_pool_and_not_with_a_small_one() -> None:
+    trace = agent_workload(13, other_per_gap=8)
+    per_token = QWEN.kv_bytes_per_token()
+    big = replay(trace, int(6 * GiB // per_token), LRU())
+    small = replay(trace, int(1 * GiB // per_token), LRU())
+    assert big.session_input_tokens == 19_016
+    assert big.session_hit_tokens == 16_266 and small.session_hit_tokens == 0  # chapter: 16,304 and 0
+    smart = replay(trace, int(1 * GiB // per_token), _vpb())
+    assert smart.session_hit_tokens > 15_000
+
+
+# ---- stateful ----------------------------------------------------------------------------
+_TOK = st.integers(0, 3)
+
+
+class RadixMachine(RuleBasedStateMachine):
+    """Random inserts, matches (with locks), unlocks and evictions; the tree is checked after each."""
+
+    @initialize(capacity=st.integers(1, 40), value_policy=st.booleans())
+    def setup(self, capacity: int, value_policy: bool) -> None:
+        self.cache = RadixCache(capacity, _vpb() if value_policy else LRU())
+        self.locks: list = []
+        self.history: list[tuple[int, ...]] = []
+
+    def _tokens(self, base: int, cut: int, tail: list[int]) -> tuple[int, ...]:
+        prefix = self.history[base % len(self.history)][:cut] if self.history else ()
+        return tuple(prefix) + tuple(tail)
+
+    @rule(base=st.integers(0, 30), cut=st.integers(0, 20), tail=st.lists(_TOK, max_size=10))
+    def insert(self, base: int, cut: int, tail: list[int]) -> None:
+        tokens = self._tokens(base, cut, tail)
+        before = self.cache.peek(tokens)
+        room = self.cache.capacity - self.cache.locked_tokens
+        added = self.cache.insert(tokens)
+        assert added <= len(tokens) - before
+        if len(tokens) <= room:  # everything fits beside the locked paths: all of it is cached now
+            assert self.cache.peek(tokens) == len(tokens)
+        self.history.append(tokens)
+
+    @rule(base=st.integers(0, 30), cut=st.integers(0, 20), tail=st.lists(_TOK, max_size=6), lock=st.booleans())
+    def match(self, base: int, cut: int, tail: list[int], lock: bool) -> None:
+        tokens = self._tokens(base, cut, tail)
+        expected = self.cache.peek(tokens)
+        m = self.cache.match(tokens)
+        assert m.length == expected
+        assert self.cache.prefix_of(m.node) == tokens[: m.length]
+        if lock and m.length:
+            self.cache.lock(m.node)
+            self.locks.append((m.node, tokens[: m.length]))
+
+    @precondition(lambda self: self.locks)
+    @rule(pick=st.integers(0, 20))
+    def unlock(self, pick: int) -> None:
+        node, _ = self.locks.pop(pick % len(self.locks))
+        self.cache.unlock(node)
+
+    @rule(n=st.integers(0, 50))
+    def evict(self, n: int) -> None:
+        evictable = self.cache.evictable_tokens
+        freed = self.cache.evict(n)
+        assert freed >= min(n, evictable) or freed == evictable
+        assert freed <= evictable
+
+    @invariant()
+    def structure(self) -> None:
+        c = self.cache
+        total = 0
+        for node in c.nodes():
+            assert node.key and node.parent is not None
+            assert node.parent.children[node.key[0]] is node
+            assert node.start == (node.parent.end if node.parent is not c.root else 0)
+            total += len(node.key)
+        assert total == c.size <= c.capacity
+
+    @invariant()
+    def lock_counts_and_locked_paths_survive(self) -> None:
+        c = self.cache
+        for node, tokens in self.locks:
+            assert c.peek(tokens) == len(tokens)  # a locked prefix is never evicted
+        for node in c.nodes():
+            expected = 0
+            for locked, _ in self.locks:
+                n = locked
+                while n is not None and n is not node:
+                    n = n.parent
+                expected += n is node
+            assert node.lock_ref == expected
+        assert c.root.lock_ref == 1 + len(self.locks)
+
+    @invariant()
+    def peek_is_the_longest_cached_prefix(self) -> None:
+        c = self.cache
+        paths = [c.prefix_of(n) for n in c.nodes() if n.is_leaf]
+        for tokens in self.history[-5:]:
+            best = 0
+            for p in paths:
+                k = 0
+                while k < min(len(p), len(tokens)) and p[k] == tokens[k]:
+                    k += 1
+                best = max(best, k)
+            assert c.peek(tokens) == best
+
+
+TestRadixStateful = RadixMachine.TestCase
+TestRadixStateful.settings = settings(max_examples=STATEFUL_EXAMPLES, stateful_step_count=STATEFUL_STEPS,
+                                      deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,0 +1,48 @@
+"""Hybrid models resume from the nearest recurrent-state snapshot (8.3.3, Figure 8-19)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from inferlab.snapshots import (
+    KDA_SNAPSHOT_BYTES_TP8,
+    restore,
+    snapshot_positions,
+    snapshot_storage,
+    spacing_tradeoff,
+)
+from inferlab.units import MiB
+
+
+def test_match_10752_restores_from_8192() -> None:
+    r = restore(10_752, snapshot_positions(10_752, 4096))
+    assert snapshot_positions(10_752, 4096) == [4096, 8192]
+    assert (r.restored_from, r.recomputed_tokens) == (8192, 2560)
+
+
+def test_snapshot_storage() -> None:
+    assert round(KDA_SNAPSHOT_BYTES_TP8 / MiB, 1) == 53.6
+    assert round(snapshot_storage(2) / MiB) == 107
+    assert round(snapshot_storage(32) / MiB) == 1714
+
+
+def test_spacing_tradeoff() -> None:
+    n, storage, worst, mean = spacing_tradeoff(131_072, 4096)
+    assert n == 32 and round(storage / MiB) == 1714 and worst == 4095
+    assert mean == pytest.approx(2047.5, abs=0.1)
+    assert spacing_tradeoff(131_072, 1024)[3] < mean
+
+
+@given(match=st.integers(0, 50_000), interval=st.integers(1, 9000))
+def test_recompute_is_below_the_interval(match: int, interval: int) -> None:
+    r = restore(match, snapshot_positions(match + interval, interval))
+    assert 0 <= r.recomputed_tokens < interval and r.restored_from % interval == 0
+
+
+def test_bad_input() -> None:
+    with pytest.raises(ValueError, match="interval"):
+        snapshot_positions(100, 0)
+    with pytest.raises(ValueError, match="matched_tokens"):
+        restore(-1, [])
