@@ -45,8 +45,8 @@ def test_static_drawings_return_figures() -> None:
         bplot.draw_hits_vs_pool([GiB, 2 * GiB], {"LRU": [0, 10]}, 20),
     ]
     assert all(isinstance(f, Figure) for f in figs)
-    captioned = bplot.captioned(bplot.draw_branch_sharing(416, 131), "Figure 8-99: " + "long caption " * 20)
-    assert "Figure 8-99" in captioned._suptitle.get_text()
+    caption = bplot.caption(bplot.draw_branch_sharing(416, 131), "Figure 8-99: " + "long caption " * 20)
+    assert "Figure 8-99" in caption._suptitle.get_text()
 
 
 def test_pool_drawing_shows_the_table_it_was_given() -> None:

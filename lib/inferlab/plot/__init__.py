@@ -9,6 +9,7 @@ Section-specific drawings live in submodules (``plot.timeline``, ...), each buil
 from __future__ import annotations
 
 import io
+import textwrap
 
 import matplotlib as mpl
 from matplotlib.axes import Axes
@@ -64,7 +65,7 @@ def new_figure(nrows: int = 1, ncols: int = 1, width: float = 7.0, height: float
     fig = Figure(figsize=(width, height))
     # Fixed margins in inches: constrained layout would double the render time of a redraw.
     fig.subplots_adjust(left=0.8 / width, right=1 - 0.2 / width, bottom=0.55 / height,
-                        top=1 - 0.45 / height, wspace=0.35, hspace=0.5)
+                        top=1 - 0.35 / height, wspace=0.35, hspace=0.5)
     axes = fig.subplots(nrows, ncols, squeeze=True, **subplot_kw)
     if nrows * ncols > 1:
         axes = list(axes.ravel())
@@ -87,8 +88,14 @@ def to_png(fig: Figure) -> bytes:
 
 
 def caption(fig: Figure, text: str) -> Figure:
-    """Title the figure with the chapter's figure number and a one-line caption."""
-    fig.suptitle(text, fontsize=10, ha="center", wrap=True, color="#222222")
+    """Put a caption ("Figure 8-5: ...") above the figure, wrapped to its width; the figure grows to make room."""
+    wrapped = textwrap.fill(text, int(fig.get_figwidth() * 12))
+    w, h = fig.get_size_inches()
+    extra = 0.19 * (wrapped.count("\n") + 1) + 0.1
+    top_in, bottom_in = (1 - fig.subplotpars.top) * h, fig.subplotpars.bottom * h
+    fig.set_size_inches(w, h + extra)
+    fig.subplots_adjust(top=1 - (top_in + extra) / (h + extra), bottom=bottom_in / (h + extra))
+    fig.suptitle(wrapped, fontsize=10, ha="center", va="top", y=1 - 0.06 / (h + extra), color="#222222")
     return fig
 
 

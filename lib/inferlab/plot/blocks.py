@@ -6,7 +6,6 @@ Every drawing takes the real state of the library's objects (``PoolState``, ``Ra
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Hashable, Sequence
 from functools import lru_cache
 
@@ -27,20 +26,6 @@ from ..workloads import agent_workload
 from . import COLORS, caption, deadline_line, new_figure
 
 _EDGE = "#555555"
-
-
-def captioned(fig: Figure, text: str) -> Figure:
-    """``caption`` wrapped to the figure's width, with the figure grown at the top to make room for it."""
-    wrapped = textwrap.fill(text, int(fig.get_figwidth() * 12))
-    w, h = fig.get_size_inches()
-    extra = 0.19 * (wrapped.count("\n") + 1) + 0.1
-    top_in, bottom_in = (1 - fig.subplotpars.top) * h, fig.subplotpars.bottom * h
-    fig.set_size_inches(w, h + extra)
-    fig.subplots_adjust(top=1 - (top_in + extra) / (h + extra), bottom=bottom_in / (h + extra))
-    caption(fig, wrapped)
-    fig._suptitle.set_y(1 - 0.06 / (h + extra))
-    fig._suptitle.set_va("top")
-    return fig
 
 
 def _slot_row(ax, x0: float, y: float, used: int, size: int, color: str, h: float = 0.6,
@@ -83,7 +68,7 @@ def draw_slots(lengths: Sequence[int], names: Sequence[str], max_tokens: int | N
     _bare(ax)
     used = sum(lengths)
     ax.set_title(title or f"{allocated} slots allocated, {used} used, {allocated - used} unused", fontsize=10)
-    return captioned(fig, figure) if figure else fig
+    return caption(fig, figure) if figure else fig
 
 
 def draw_waste_vs_block_size(lengths: Sequence[int], block_sizes: Sequence[int], waste: Sequence[int],
@@ -105,7 +90,7 @@ def draw_waste_vs_block_size(lengths: Sequence[int], block_sizes: Sequence[int],
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
     ax.legend(h1 + h2, l1 + l2, loc="upper center")
-    return captioned(fig, figure) if figure else fig
+    return caption(fig, figure) if figure else fig
 
 
 def draw_pool(state: PoolState, seq_ids: Sequence[Hashable] | None = None, title: str = "",
@@ -162,7 +147,7 @@ def draw_pool(state: PoolState, seq_ids: Sequence[Hashable] | None = None, title
     _bare(ax)
     ax.set_title(title or f"{state.references} table references, {state.used_blocks} of {n_phys} blocks in use",
                  fontsize=10)
-    return captioned(fig, figure) if figure else fig
+    return caption(fig, figure) if figure else fig
 
 
 # ---- 8.3.2 -----------------------------------------------------------------------------------
@@ -176,7 +161,7 @@ def draw_branch_sharing(refs: int, physical: int, title: str = "", figure: str =
         ax.text(v, y, f" {v}", va="center")
     ax.set_xlabel("physical blocks")
     ax.set_title(title or f"{1 - physical / refs:.0%} fewer blocks", fontsize=10)
-    return captioned(fig, figure) if figure else fig
+    return caption(fig, figure) if figure else fig
 
 
 def draw_capacity_vs_requests(n_max: int, independent_bytes: float, shared_bytes: float, private_bytes: float,
@@ -198,7 +183,7 @@ def draw_capacity_vs_requests(n_max: int, independent_bytes: float, shared_bytes
     ax.set_ylabel("KV to completion (GiB)")
     ax.set_ylim(0, max(budget_bytes / GiB * 1.6, 1))
     ax.legend(loc="upper left")
-    return captioned(fig, figure) if figure else fig
+    return caption(fig, figure) if figure else fig
 
 
 def draw_cancellation(events: Sequence[PoolEvent], blocks: int, figure: str = "") -> Figure:
@@ -219,7 +204,7 @@ def draw_cancellation(events: Sequence[PoolEvent], blocks: int, figure: str = ""
     ax.set_xlabel("time since cancel (ms)")
     ax.set_ylabel("blocks")
     ax.legend(loc="upper left", ncol=2, fontsize=8)
-    return captioned(fig, figure) if figure else fig
+    return caption(fig, figure) if figure else fig
 
 
 def draw_preemption(run: PreemptionRun, num_blocks: int, figure: str = "") -> Figure:
@@ -234,7 +219,7 @@ def draw_preemption(run: PreemptionRun, num_blocks: int, figure: str = "") -> Fi
     ax.set_ylabel("blocks")
     ax.set_ylim(0, num_blocks * 1.2)
     ax.set_title(f"{len(run.preemptions)} preemption(s), {run.recomputed_tokens} tokens recomputed", fontsize=10)
-    return captioned(fig, figure) if figure else fig
+    return caption(fig, figure) if figure else fig
 
 
 # ---- 8.3.3 -----------------------------------------------------------------------------------
@@ -283,7 +268,7 @@ def draw_prefix_tree(cache: RadixCache, leaf_labels: dict[tuple[int, ...], str] 
     ax.set_xlim(0, max((n.end for n, _ in lanes), default=1) * 1.18)
     ax.set_title(title or "blue: edges with descendants (shared context); orange: leaves (private suffix)",
                  fontsize=9)
-    return captioned(fig, figure) if figure else fig
+    return caption(fig, figure) if figure else fig
 
 
 def _subtree_tokens(node: RadixNode) -> int:
@@ -300,7 +285,7 @@ def draw_turn_reuse(names: Sequence[str], inputs: Sequence[int], shared: Sequenc
     ax.set_xlabel("input tokens")
     ax.legend(loc="upper right")
     ax.set_title(f"{sum(shared):,} of {sum(inputs):,} input tokens repeat the previous turn", fontsize=10)
-    return captioned(fig, figure) if figure else fig
+    return caption(fig, figure) if figure else fig
 
 
 def draw_snapshot_restore(r: Restore, snapshots: Sequence[int], context_tokens: int, figure: str = "") -> Figure:
@@ -321,7 +306,7 @@ def draw_snapshot_restore(r: Restore, snapshots: Sequence[int], context_tokens: 
     ax.set_ylim(-0.5, 1.5)
     ax.set_xlabel("tokens from the start of the sequence")
     ax.legend(loc="upper left", ncol=4, fontsize=7)
-    return captioned(fig, figure) if figure else fig
+    return caption(fig, figure) if figure else fig
 
 
 def draw_context_updates(options: Sequence[ContextUpdate], figure: str = "") -> Figure:
@@ -340,7 +325,7 @@ def draw_context_updates(options: Sequence[ContextUpdate], figure: str = "") -> 
     ax.set_xlabel("K tokens")
     ax.set_xlim(0, max(o.reused_tokens + o.processed_tokens + o.generated_tokens for o in options) / k * 1.45)
     ax.legend(loc="lower right", fontsize=8)
-    return captioned(fig, figure) if figure else fig
+    return caption(fig, figure) if figure else fig
 
 
 # ---- 8.3.4 -----------------------------------------------------------------------------------
@@ -362,7 +347,7 @@ def draw_value_vs_hit_probability(costs: dict[str, PrefixCost], p_hit: float, fi
     ax.set_xlabel("hit probability $p_h$")
     ax.set_ylabel("$V_h$ (ms)")
     ax.legend(loc="upper left")
-    return captioned(fig, figure) if figure else fig
+    return caption(fig, figure) if figure else fig
 
 
 def draw_cache_choice(a: PrefixCost, b: PrefixCost, n_b: int, p_a: float, p_b: float, figure: str = "") -> Figure:
@@ -383,7 +368,7 @@ def draw_cache_choice(a: PrefixCost, b: PrefixCost, n_b: int, p_a: float, p_b: f
     ax.set_yticks([0.4, 1.6], [f"{n_b} x B", "1 x A"])
     ax.set_xlabel("cache space (MiB)")
     ax.set_title(f"per MiB: A {va / (a.kv_bytes / MiB):.3f} ms, B {vb / (b.kv_bytes / MiB):.3f} ms", fontsize=10)
-    return captioned(fig, figure) if figure else fig
+    return caption(fig, figure) if figure else fig
 
 
 def draw_hits_vs_pool(pool_bytes: Sequence[float], hits: dict[str, Sequence[int]], total: int,
@@ -401,7 +386,7 @@ def draw_hits_vs_pool(pool_bytes: Sequence[float], hits: dict[str, Sequence[int]
     ax.set_ylabel("session tokens hit")
     ax.set_ylim(0, total * 1.12)
     ax.legend(loc="center right")
-    return captioned(fig, figure) if figure else fig
+    return caption(fig, figure) if figure else fig
 
 
 # ---- widget views: pure functions of the slider values ----------------------------------------
