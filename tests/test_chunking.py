@@ -95,3 +95,20 @@ def test_chunks_cover_the_prompt(p, c):
 def test_bad_input_raises(call):
     with pytest.raises(ValueError):
         call()
+
+
+def test_symbolic_pairs_and_largest_piece_match_the_library():
+    import sympy as sp
+
+    import inferlab.symbolic as Y
+    from inferlab.iteration import FITTED_COST
+
+    assert sp.simplify(Y.CAUSAL_PAIRS_SUM.doit() - Y.CAUSAL_PAIRS) == 0
+    for c, h, pairs in ((4, 0, 10), (4, 8, 42), (512, 0, 131_328), (512, 7680, 4_063_488)):
+        assert Y.CAUSAL_PAIRS.subs({Y.c_new: c, Y.h_cached: h}) == C.causal_pairs(c, h) == pairs
+    t = Y.iteration_time_for(FITTED_COST.fixed_s, FITTED_COST.per_token_s, FITTED_COST.per_pair_s)
+    assert float(t.subs({Y.N_tok: 2048, Y.N_pair: C.causal_pairs(2048)})) == pytest.approx(FITTED_COST.of(2048))
+    root = Y.largest_piece(FITTED_COST.fixed_s, FITTED_COST.per_token_s, FITTED_COST.per_pair_s)
+    for h in (0, 2048, 7680, 16384):
+        c = float(root.subs({Y.T_max: 0.050, Y.h_cached: h, Y.n_d: 2, Y.L_d: 2048}))
+        assert int(c) == C.max_chunk_tokens(FITTED_COST, 0.050, h, (2048, 2048))

@@ -65,9 +65,33 @@ def test_roofline_figures():
     assert "compute-bound above" in fig.axes[0].get_title()
 
 
+def test_step_time_figure_with_a_separate_weight_store():
+    acc = ACCELERATORS["rtx-pro-6000"]
+    for context, bound in ((128, "compute-bound"), (2048, "memory-bound")):
+        fig = PR.step_time_figure(M, acc, context, separate_weight_store=True)
+        ax = fig.axes[0]
+        title = ax.get_title()
+        assert f"{bound} at every b" in title and "L* = 370" in title and "b = 0" not in title
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert not any("D_w" in label for label in labels) and not any("crossover" in label for label in labels)
+        assert len(ax.lines) == 3  # compute, reads, max: no vertical crossover line
+
+
+def test_weight_reuse_accelerator_choice_takes_effect():
+    def memory_line(fig):
+        return fig.axes[1].lines[1].get_ydata()
+    rtx, h200 = PR.draw_weight_reuse(accelerator="rtx-pro-6000"), PR.draw_weight_reuse(accelerator="h200")
+    ratio = memory_line(rtx) / memory_line(h200)
+    assert ratio == pytest.approx(ACCELERATORS["h200"].hbm_bandwidth / ACCELERATORS["rtx-pro-6000"].hbm_bandwidth)
+    doubled = PR.draw_weight_reuse(accelerator="h200", bandwidth_scale=2.0)
+    assert memory_line(h200) / memory_line(doubled) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="bandwidth_scale"):
+        PR.draw_weight_reuse(bandwidth_scale=0)
+
+
 @pytest.mark.parametrize("kwargs", [{}, {"batch": 1}, {"batch": 256}, {"context_tokens": 128},
-                                    {"context_tokens": 32768}, {"bandwidth_gbs": 100.0},
-                                    {"bandwidth_gbs": 8000.0}, {"accelerator": "m2-max"}])
+                                    {"context_tokens": 32768}, {"bandwidth_scale": 0.25},
+                                    {"bandwidth_scale": 4.0}, {"accelerator": "m2-max"}])
 def test_draw_weight_reuse_extremes(kwargs):
     fig = PR.draw_weight_reuse(**kwargs)
     assert len(fig.axes) == 2

@@ -112,6 +112,62 @@ def test_crossover_never_at_2k_decode_but_exists_for_short_context():
     assert compute == pytest.approx(memory)
 
 
+def test_no_batch_crossover_without_shared_weights():
+    # weights from a separate store: both terms are linear in b, so there is no crossover in batch
+    f128 = R.decode_flops_per_request(M, 128)
+    assert R.compute_memory_crossover(f128, 128, 0.0, K, ACC.peak_bf16_flops, ACC.hbm_bandwidth) == math.inf
+    assert R.compute_memory_crossover(f128, 4096, 0.0, K, ACC.peak_bf16_flops, ACC.hbm_bandwidth) == math.inf
+
+
+def test_context_crossover_of_a_decode_token():
+    l_star = R.decode_context_crossover(M, ACC)
+    assert round(l_star) == 370
+    f0 = R.decode_flops_per_request(M, 0)
+    slope = R.decode_flops_per_request(M, 1) - f0
+    # at L*, one request's compute time equals its KV read time
+    assert (f0 + slope * l_star) / ACC.peak_bf16_flops == pytest.approx(l_star * K / ACC.hbm_bandwidth)
+    # below it a batch crossover exists (with weights in HBM); above it, none
+    assert R.compute_memory_crossover(R.decode_flops_per_request(M, 128), 128, DW, K, ACC.peak_bf16_flops,
+                                      ACC.hbm_bandwidth) < math.inf
+    assert R.compute_memory_crossover(R.decode_flops_per_request(M, 512), 512, DW, K, ACC.peak_bf16_flops,
+                                      ACC.hbm_bandwidth) == math.inf
+    # with a separate weight store the step is compute-bound at every batch below L*, memory-bound above
+    for L, compute_bound in ((128, True), (2048, False)):
+        for b in (1, 64):
+            t = R.decode_step_time(M, ACC, b, L, separate_weight_store=True)
+            assert (t == pytest.approx(b * R.decode_flops_per_request(M, L) / ACC.peak_bf16_flops)) is compute_bound
+    # slower compute (lower MFU) moves L* up; reads that grow slower than compute never cross
+    assert R.decode_context_crossover(M, ACC, mfu=0.5) > l_star
+    assert R.context_crossover(1e9, 1e6, 1.0, 1e15, 1e15) == math.inf
+
+
+def test_symbolic_forms_match_the_library():
+    import inferlab.symbolic as Y
+    assert Y.B_KV.subs({Y.D_w: DW, Y.L_ctx: 2048, Y.k_tok: K}) == pytest.approx(DW / (2048 * K))
+    assert math.ceil(float(Y.B_KV.subs({Y.D_w: DW, Y.L_ctx: 8192, Y.k_tok: K}))) == R.b_kv(DW, 8192, K) == 13
+    f = R.decode_flops_per_request(M, 128)
+    num = {Y.D_w: DW, Y.L_ctx: 128, Y.k_tok: K, Y.F_req: f, Y.P_peak: ACC.peak_bf16_flops, Y.beta: ACC.hbm_bandwidth}
+    assert float(Y.BATCH_CROSSOVER.subs(num)) == pytest.approx(
+        R.compute_memory_crossover(f, 128, DW, K, ACC.peak_bf16_flops, ACC.hbm_bandwidth))
+    f0 = R.decode_flops_per_request(M, 0)
+    l_num = {Y.F_0: f0, Y.F_slope: R.decode_flops_per_request(M, 1) - f0, Y.k_tok: K, Y.P_peak: ACC.peak_bf16_flops,
+             Y.beta: ACC.hbm_bandwidth}
+    assert float(Y.CONTEXT_CROSSOVER.subs(l_num)) == pytest.approx(R.decode_context_crossover(M, ACC))
+    assert float(Y.WEIGHT_INTENSITY.subs({Y.b_s: 16, Y.s_w: 2})) == R.weight_intensity(16) == 16
+
+
+def test_efficiency_check_is_shared():
+    assert R.efficiency("mfu", 1.0) == 1.0 and R.efficiency("mbu", 0.65) == 0.65
+    for bad in (0, -0.1, 1.01, float("nan")):
+        with pytest.raises(ValueError, match="mfu"):
+            R.efficiency("mfu", bad)
+    from inferlab.iteration import RooflineCost
+    with pytest.raises(ValueError, match="mbu"):
+        RooflineCost(M, ACC, mbu=0)
+    with pytest.raises(ValueError, match="mfu"):
+        RooflineCost(M, ACC, mfu=1.5)
+
+
 @settings(max_examples=60, deadline=None)
 @given(b=st.integers(1, 512), L=st.integers(1, 32768))
 def test_bytes_per_token_falls_with_batch_towards_kv_floor(b, L):

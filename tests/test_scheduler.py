@@ -14,7 +14,9 @@ from inferlab.scheduler import (
     KVBlockLimit,
     Request,
     budget_sweep,
+    budget_within_gap,
     example_requests,
+    quickest_admission_budget,
     replay_requests,
     run_example,
     simulate,
@@ -58,10 +60,27 @@ def test_chunked_prefill_844_ms_max_gap_133_ms():
     s = run_example("chunked")
     assert round(s.makespan_s / ms) == 844
     assert round(s.max_itl_s / ms) == 133
-    # the SPEC rule (a piece runs only if it fits whole) gives the same schedule here
-    whole = simulate(example_requests(), "chunked", FITTED_COST, 2, token_budget=4096, chunk_tokens=2048,
-                     whole_chunks=True)
+    # the SPEC rule (a piece runs only if it fits whole) is the default
+    whole = simulate(example_requests(), "chunked", FITTED_COST, 2, token_budget=4096, chunk_tokens=2048)
     assert whole.makespan_s == s.makespan_s and whole.max_itl_s == s.max_itl_s
+    # cutting pieces to the budget left (vLLM) gives the same schedule here: 2048 + 1 decode fit in 4096
+    cut = simulate(example_requests(), "chunked", FITTED_COST, 2, token_budget=4096, chunk_tokens=2048,
+                   whole_chunks=False)
+    assert cut.makespan_s == s.makespan_s and cut.max_itl_s == s.max_itl_s
+
+
+def test_whole_chunks_default_waits_cut_option_cuts():
+    # chunk = budget: beside one running decode a whole chunk never fits, so under the SPEC rule r2 waits
+    # for r0 to finish, while cutting runs a 4095-token piece beside r0's decode
+    whole = run_example("chunked", token_budget=4096, chunk_tokens=4096)
+    cut = run_example("chunked", token_budget=4096, chunk_tokens=4096, whole_chunks=False)
+    pieces = lambda s: [w.new_tokens for it in s.iterations for w in it.work  # noqa: E731
+                        if w.request.name == "r2" and w.kind == "prefill"]
+    assert pieces(whole) == [4096, 4096]
+    assert pieces(cut)[0] == 4095 and sum(pieces(cut)) == 8192
+    r2_start = whole.served["r2"].first_work_s
+    assert r2_start >= whole.served["r0"].finish_s
+    assert cut.served["r2"].first_work_s < cut.served["r0"].finish_s
 
 
 def test_saving_12_percent_against_14x_longer_gap():
@@ -105,13 +124,39 @@ def test_gaps_of_the_chunked_example():
 
 # ---- 8.2.4: token budget sweep --------------------------------------------------------------
 def test_budget_sweep_trades_queueing_for_gaps():
-    df = budget_sweep(replay_requests(), [512, 1024, 2048, 4096, 8192])
+    df = budget_sweep(replay_requests(), [512, 1024, 2048, 4096, 8192], whole_chunks=False)
+    assert df.equals(budget_sweep(replay_requests(), [512, 1024, 2048, 4096, 8192]))  # cutting is its default
     assert list(df.index) == [512, 1024, 2048, 4096, 8192]
     assert df["late_queue_mean_s"].iloc[0] > 5 * df["late_queue_mean_s"].iloc[-1]
     assert df["max_itl_s"].is_monotonic_increasing
     assert df["late_queue_mean_s"].iloc[:4].is_monotonic_decreasing
     requests = replay_requests()
     assert [r.arrival_s for r in requests] == pytest.approx([0, 0.08, 0.16, 0.24, 0.32, 0.40])
+
+
+def test_budget_sweep_whole_chunks_starves_prefill_behind_decodes():
+    # with chunk = budget and the SPEC rule a piece never fits beside a running decode: late arrivals wait longer
+    budgets = [1024, 4096]
+    cut = budget_sweep(replay_requests(), budgets, whole_chunks=False)
+    whole = budget_sweep(replay_requests(), budgets, whole_chunks=True)
+    assert (whole["late_queue_mean_s"] > cut["late_queue_mean_s"]).all()
+
+
+def test_picking_a_budget_from_the_sweep():
+    df = budget_sweep(replay_requests(), [512, 1024, 2048, 4096, 8192])
+    limit = 0.100
+    picked = budget_within_gap(df, limit)
+    assert df.loc[picked, "max_itl_s"] < limit
+    assert all(df.loc[b, "max_itl_s"] >= limit for b in df.index if b > picked)
+    assert budget_within_gap(df, 1e-6) is None
+    assert budget_within_gap(df, 10.0) == 8192
+    quickest = quickest_admission_budget(df)
+    assert df.loc[quickest, "late_queue_mean_s"] == df["late_queue_mean_s"].min()
+    assert all(df.loc[b, "late_queue_mean_s"] > df["late_queue_mean_s"].min() for b in df.index if b < quickest)
+    with pytest.raises(ValueError):
+        budget_within_gap(df, 0)
+    with pytest.raises(ValueError):
+        quickest_admission_budget(df.iloc[:0])
 
 
 # ---- admission and other costs --------------------------------------------------------------
@@ -308,3 +353,12 @@ class KVBlockMachine(RuleBasedStateMachine):
 
 TestKVBlockMachine = KVBlockMachine.TestCase
 TestKVBlockMachine.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+
+
+def test_pure_decode_iteration_of_the_fitted_cost():
+    r = Request("r", 0.0, 2048, 2)
+    assert FITTED_COST.decode(1, 2048) == pytest.approx(FITTED_COST([Work(r, "decode", 1, 2048, 1)]))
+    assert round(FITTED_COST.decode(1, 2048) / ms, 2) == 26.26
+    assert round(FITTED_COST.decode(64, 2048) / ms, 2) == 28.56
+    with pytest.raises(ValueError, match="batch"):
+        FITTED_COST.decode(0, 2048)

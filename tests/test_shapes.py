@@ -23,16 +23,23 @@ def test_rows_past_the_largest_bucket_run_unpadded():
 
 def test_padding_fraction_and_bucket_costs():
     assert S.padding_fraction([17, 32], (16, 32)) == pytest.approx(1 - 49 / 64)
-    few = S.bucket_costs((16, 32), capture_s_per_graph=0.5, buffer_bytes_per_row=1000)
-    many = S.bucket_costs(range(1, 33), capture_s_per_graph=0.5, buffer_bytes_per_row=1000)
-    assert few == {"graphs": 2, "capture_s": 1.0, "buffer_bytes": 48_000}
-    assert many["graphs"] == 32 and many["buffer_bytes"] == 528_000
+    few = S.bucket_costs((16, 32), capture_s_per_graph=0.5, buffer_bytes_per_row=1000, overhead_bytes_per_graph=10)
+    many = S.bucket_costs(range(1, 33), capture_s_per_graph=0.5, buffer_bytes_per_row=1000, overhead_bytes_per_graph=10)
+    assert few == {"graphs": 2, "largest": 32, "capture_s": 1.0, "pool_bytes": 32_000, "overhead_bytes": 20,
+                   "memory_bytes": 32_020}
+    # the smaller graphs reuse the largest graph's pool: 16x the graphs cost 16x the capture time, not 16x the memory
+    assert many["graphs"] == 32 and many["capture_s"] == 16.0
+    assert many["pool_bytes"] == few["pool_bytes"] and many["memory_bytes"] == 32_000 + 320
     assert S.padding_fraction(list(range(1, 33)), range(1, 33)) == 0
 
 
 def test_bucket_set_helpers():
     assert S.powers_of_two(32) == (1, 2, 4, 8, 16, 32)
     assert S.powers_of_two(40) == (1, 2, 4, 8, 16, 32)
+    assert S.powers_of_two(1) == (1,)
+    # exact for huge sizes (a float log2 would round 2**53 - 1 up to 2**53)
+    assert S.powers_of_two(2**53 - 1)[-1] == 2**52 and S.powers_of_two(2**53)[-1] == 2**53
+    assert S.powers_of_two(2**64 + 1)[-1] == 2**64
     assert S.multiples(8, 32) == (1, 2, 4, 8, 16, 24, 32)
     assert S.normalize([32, 16, 16]) == (16, 32)
 
@@ -50,7 +57,9 @@ def test_padding_properties(n, buckets):
 
 
 @pytest.mark.parametrize("call", [lambda: S.bucket_for(0, (16,)), lambda: S.normalize([]),
-                                  lambda: S.normalize([0, 16]), lambda: S.padding_fraction([], (16,))])
+                                  lambda: S.normalize([0, 16]), lambda: S.padding_fraction([], (16,)),
+                                  lambda: S.bucket_costs((16,), 1.0, 1.0, overhead_bytes_per_graph=-1),
+                                  lambda: S.powers_of_two(0)])
 def test_bad_input_raises(call):
     with pytest.raises(ValueError):
         call()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from ._validate import non_negative, non_negative_int, positive, positive_int
 from .hardware import Accelerator
 from .models import ModelSpec, causal_pairs
+from .roofline import efficiency
 from .units import ms, ns, us
 
 if TYPE_CHECKING:
@@ -82,6 +83,12 @@ class IterationCost:
         pairs = causal_pairs(new_tokens, cached_tokens)
         return self.fixed_s + self.per_token_s * new_tokens + self.per_pair_s * pairs
 
+    def decode(self, batch: int, context_tokens: int) -> float:
+        """Seconds of a pure decode iteration: ``batch`` decodes, each after ``context_tokens`` cached tokens."""
+        b = positive_int("batch", batch)
+        h = non_negative_int("context_tokens", context_tokens)
+        return self.fixed_s + self.per_token_s * b + self.per_pair_s * b * causal_pairs(1, h)
+
 
 #: Fitted to experiment 8-1's batch-1 iterations on the RTX PRO 6000 (Chapter 8, section 8.2.2):
 #: 26.22 ms + 30.4 us per new token + 3 ns per causal pair.
@@ -104,10 +111,7 @@ class RooflineCost:
     dtype_bytes: float = 2
 
     def __post_init__(self) -> None:
-        for name in ("mfu", "mbu"):
-            value = positive(name, getattr(self, name))
-            if value > 1:
-                raise ValueError(f"{name} must lie in (0, 1], got {value!r}")
+        efficiency("mfu", self.mfu), efficiency("mbu", self.mbu)
         non_negative("overhead_s", self.overhead_s)
         positive("dtype_bytes", self.dtype_bytes)
 

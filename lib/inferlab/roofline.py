@@ -18,8 +18,8 @@ from .hardware import Accelerator
 from .models import ModelSpec
 
 
-def _efficiency(name: str, value: float) -> float:
-    """An efficiency (MFU or MBU) must lie in (0, 1]."""
+def efficiency(name: str, value: float) -> float:
+    """Return an efficiency (MFU or MBU, a fraction of a peak) if it lies in (0, 1]; else ValueError."""
     positive(name, value)
     return fraction(name, value)
 
@@ -91,7 +91,7 @@ def step_time(
     non_negative("flops_per_request", flops_per_request)
     positive("peak_flops", peak_flops)
     positive("bandwidth", bandwidth)
-    _efficiency("mfu", mfu), _efficiency("mbu", mbu)
+    efficiency("mfu", mfu), efficiency("mbu", mbu)
     weights = 0.0 if separate_weight_store else matrix_weight_bytes
     read = step_read_bytes(batch, context_tokens, weights, kv_bytes_per_token)
     return max(batch * flops_per_request / (peak_flops * mfu), read / (bandwidth * mbu))
@@ -107,18 +107,55 @@ def compute_memory_crossover(
     mfu: float = 1.0,
     mbu: float = 1.0,
 ) -> float:
-    """Batch at which compute time catches up with read time: (D_w/beta) / (F/P - L*k/beta); inf if never."""
+    """Batch at which compute time catches up with read time: (D_w/beta) / (F/P - L*k/beta); inf if never.
+
+    With no shared weight reads (``matrix_weight_bytes`` = 0, e.g. weights served from a separate
+    store) both times grow linearly in b, so there is no crossover in batch: the result is inf and
+    the crossover to look for is in context length (``context_crossover``).
+    """
     positive("peak_flops", peak_flops)
     positive("bandwidth", bandwidth)
-    _efficiency("mfu", mfu), _efficiency("mbu", mbu)
+    efficiency("mfu", mfu), efficiency("mbu", mbu)
     per_request_compute = non_negative("flops_per_request", flops_per_request) / (peak_flops * mfu)
     per_request_read = non_negative_int("context_tokens", context_tokens) * non_negative(
         "kv_bytes_per_token", kv_bytes_per_token
     ) / (bandwidth * mbu)
     weights = non_negative("matrix_weight_bytes", matrix_weight_bytes) / (bandwidth * mbu)
-    if per_request_compute <= per_request_read:
+    if weights == 0 or per_request_compute <= per_request_read:
         return math.inf
     return weights / (per_request_compute - per_request_read)
+
+
+def context_crossover(
+    flops_at_zero_context: float,
+    flops_per_context_token: float,
+    kv_bytes_per_token: float,
+    peak_flops: float,
+    bandwidth: float,
+    mfu: float = 1.0,
+    mbu: float = 1.0,
+) -> float:
+    """Context L* (tokens) where one request's compute F(L)/P equals its KV reads L*k/beta, F(L) = F0 + s*L; inf if never.
+
+    Below L* each added request adds more compute than reads; above it, more reads. With weights
+    in a separate store this decides whether a decode step is compute- or memory-bound at any batch.
+    """
+    f0 = non_negative("flops_at_zero_context", flops_at_zero_context)
+    slope = non_negative("flops_per_context_token", flops_per_context_token)
+    k = positive("kv_bytes_per_token", kv_bytes_per_token)
+    p = positive("peak_flops", peak_flops) * efficiency("mfu", mfu)
+    beta = positive("bandwidth", bandwidth) * efficiency("mbu", mbu)
+    net = k / beta - slope / p
+    return math.inf if net <= 0 else (f0 / p) / net
+
+
+def decode_context_crossover(model: ModelSpec, accelerator: Accelerator, mfu: float = 1.0, mbu: float = 1.0,
+                             dtype_bytes: float = 2) -> float:
+    """``context_crossover`` for one decode token of ``model`` on ``accelerator`` (tokens; inf if never)."""
+    f0 = decode_flops_per_request(model, 0)
+    slope = decode_flops_per_request(model, 1) - f0
+    return context_crossover(f0, slope, model.kv_bytes_per_token(dtype_bytes), accelerator.peak_bf16_flops,
+                             accelerator.hbm_bandwidth, mfu, mbu)
 
 
 def decode_flops_per_request(model: ModelSpec, context_tokens: int) -> float:

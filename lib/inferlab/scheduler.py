@@ -11,7 +11,9 @@ Policies:
 - ``fixed``: admit a group only when the previous group is done; prefill the group in one iteration.
 - ``continuous``: admit whenever a slot is free; the newcomer's whole prompt runs in the next iteration.
 - ``chunked``: decodes first, then prompt pieces in arrival order, at most one per request per
-  iteration, each at most ``chunk_tokens``, within ``token_budget`` tokens per iteration.
+  iteration, each at most ``chunk_tokens``, within ``token_budget`` tokens per iteration. By
+  default (SPEC) a piece runs only if it fits whole in what is left of the budget
+  (``whole_chunks=True``); ``whole_chunks=False`` cuts it to the budget left, as vLLM does.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from ._validate import non_negative, one_of, positive_int
+from ._validate import non_negative, one_of, positive, positive_int
 from .iteration import FITTED_COST, CostFn, IterationCost, RooflineCost, Work
 from .memory import blocks_for, kv_tokens
 from .timeline import RequestTimes, summarize
@@ -34,7 +36,7 @@ __all__ = [
     "Request", "Work", "IterationCost", "RooflineCost", "FITTED_COST", "Admission", "NoLimit", "KVBlockLimit",
     "Iteration", "Served", "Schedule", "simulate", "POLICIES",
     "example_requests", "EXAMPLE_MAX_RUNNING", "EXAMPLE_TOKEN_BUDGET", "EXAMPLE_CHUNK_TOKENS", "run_example",
-    "replay_requests", "budget_sweep", "batch_requests", "REPLAY_PROMPT_TOKENS", "REPLAY_OUTPUT_TOKENS", "REPLAY_INTERVAL_S",
+    "replay_requests", "budget_sweep", "budget_within_gap", "quickest_admission_budget", "batch_requests", "REPLAY_PROMPT_TOKENS", "REPLAY_OUTPUT_TOKENS", "REPLAY_INTERVAL_S",
 ]
 
 
@@ -322,14 +324,16 @@ def simulate(
     token_budget: int | None = None,
     chunk_tokens: int | None = None,
     admission: Admission | None = None,
-    whole_chunks: bool = False,
+    whole_chunks: bool = True,
     record_iterations: bool = True,
 ) -> Schedule:
     """Run ``requests`` under ``policy`` ('fixed' | 'continuous' | 'chunked'); times in seconds.
 
     ``token_budget`` caps the tokens of one iteration (required for 'chunked'); ``chunk_tokens``
-    caps one prompt piece (default and at most: the budget). A piece that does not fit the budget left is
-    cut to fit, or, with ``whole_chunks``, waits. ``admission`` (default: no limit) adds a memory
+    caps one prompt piece (default and at most: the budget). With ``whole_chunks`` (the default, the
+    chapter's rule) a piece that does not fit whole in the budget left waits for a later iteration;
+    with ``whole_chunks=False`` it is cut to what is left, as vLLM's chunked prefill does (needed when
+    the chunk equals the budget, or prefill would wait until no decode runs). ``admission`` (default: no limit) adds a memory
     check such as ``KVBlockLimit``. Cost is O(total work): no scan over finished requests.
     """
     requests = list(requests)
@@ -422,12 +426,13 @@ def example_requests() -> tuple[Request, ...]:
 
 
 def run_example(policy: str, cost: CostFn = FITTED_COST, max_running: int = EXAMPLE_MAX_RUNNING,
-                token_budget: int = EXAMPLE_TOKEN_BUDGET, chunk_tokens: int = EXAMPLE_CHUNK_TOKENS) -> Schedule:
-    """Section 8.2.2's example under ``policy``, with the chapter's limits unless overridden."""
+                token_budget: int = EXAMPLE_TOKEN_BUDGET, chunk_tokens: int = EXAMPLE_CHUNK_TOKENS,
+                whole_chunks: bool = True) -> Schedule:
+    """Section 8.2.2's example under ``policy``, with the chapter's limits (and whole-chunk rule) unless overridden."""
     chunked = policy == "chunked"
     return simulate(example_requests(), policy, cost, max_running,
                     token_budget=token_budget if chunked else None,
-                    chunk_tokens=chunk_tokens if chunked else None)
+                    chunk_tokens=chunk_tokens if chunked else None, whole_chunks=whole_chunks)
 
 
 #: Our choice for the six-request replay of section 8.2.4 (the chapter's trace is not public).
@@ -447,10 +452,12 @@ def replay_requests(prompt_tokens: Sequence[int] = REPLAY_PROMPT_TOKENS,
 
 
 def budget_sweep(requests: Sequence[Request], budgets: Iterable[int], cost: CostFn = FITTED_COST,
-                 max_running: int = 8, first_late: int = 1) -> "pd.DataFrame":
+                 max_running: int = 8, first_late: int = 1, whole_chunks: bool = False) -> "pd.DataFrame":
     """Chunked runs of ``requests`` per token budget (chunk = budget): late arrivals' queueing, worst gap, makespan (s).
 
     "Late" requests are those from index ``first_late`` on in arrival order (default: all but the first).
+    With the chunk equal to the budget a whole chunk never fits beside a running decode, so pieces
+    are cut to the budget left (``whole_chunks=False``, as vLLM does) unless asked otherwise.
     """
     import pandas as pd
 
@@ -460,7 +467,7 @@ def budget_sweep(requests: Sequence[Request], budgets: Iterable[int], cost: Cost
     late = [r.name for r in ordered[first_late:]]
     rows = []
     for budget in budgets:
-        s = simulate(ordered, "chunked", cost, max_running, token_budget=budget)
+        s = simulate(ordered, "chunked", cost, max_running, token_budget=budget, whole_chunks=whole_chunks)
         queues = [s.served[n].queue_s for n in late]
         rows.append({"token_budget": budget, "late_queue_mean_s": sum(queues) / len(queues),
                      "late_queue_max_s": max(queues), "max_itl_s": s.max_itl_s, "makespan_s": s.makespan_s,
@@ -468,6 +475,21 @@ def budget_sweep(requests: Sequence[Request], budgets: Iterable[int], cost: Cost
     if not rows:
         raise ValueError("budgets must name at least one token budget")
     return pd.DataFrame(rows).set_index("token_budget")
+
+
+def budget_within_gap(sweep: "pd.DataFrame", gap_limit_s: float) -> int | None:
+    """Largest token budget of a ``budget_sweep`` table whose longest gap stays under ``gap_limit_s``; None if none."""
+    positive("gap_limit_s", gap_limit_s)
+    ok = [int(b) for b, gap in sweep["max_itl_s"].items() if gap < gap_limit_s]
+    return max(ok) if ok else None
+
+
+def quickest_admission_budget(sweep: "pd.DataFrame") -> int:
+    """Smallest token budget of a ``budget_sweep`` table at which the late arrivals' mean queueing is lowest."""
+    if len(sweep) == 0:
+        raise ValueError("sweep must hold at least one budget")
+    best = sweep["late_queue_mean_s"].min()
+    return int(min(b for b, q in sweep["late_queue_mean_s"].items() if q == best))
 
 
 def batch_requests(n: int, prompt_tokens: int, output_tokens: int, arrival_s: float = 0.0) -> tuple[Request, ...]:

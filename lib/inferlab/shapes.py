@@ -2,13 +2,12 @@
 
 Captured graphs replay only at their recorded shapes, so n rows are padded up to the next
 bucket; one row fewer saves nothing until n drops below the bucket beneath. More buckets mean
-less padding but more capture time and more memory held by the graphs' buffers
-(Chapter 8, section 8.2.4).
+less padding but more capture time and a little more memory: the graphs share one memory pool
+sized by the largest graph, and each graph adds its own small overhead (Chapter 8, section 8.2.4).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -56,22 +55,36 @@ def padding_fraction(rows: Sequence[int], buckets: Iterable[int]) -> float:
     return 1 - real / computed
 
 
-def bucket_costs(buckets: Iterable[int], capture_s_per_graph: float, buffer_bytes_per_row: float) -> dict[str, float]:
-    """Up-front capture seconds and resident bytes of a bucket set (linear per graph and per captured row)."""
+def bucket_costs(buckets: Iterable[int], capture_s_per_graph: float, buffer_bytes_per_row: float,
+                 overhead_bytes_per_graph: float = 0.0) -> dict[str, float]:
+    """Up-front capture seconds and resident bytes of a bucket set, with one memory pool shared by all graphs.
+
+    vLLM captures the largest shape first so that the smaller graphs reuse its memory pool
+    (``gpu_model_runner.capture_model``); the pool therefore scales with the *largest* captured
+    rows (``largest x buffer_bytes_per_row``), and each extra graph adds only
+    ``overhead_bytes_per_graph`` of its own and ``capture_s_per_graph`` of start-up time.
+    Returns graphs, largest, capture_s, pool_bytes, overhead_bytes and memory_bytes (pool + overhead).
+    """
     sizes = normalize(buckets)
     non_negative("capture_s_per_graph", capture_s_per_graph)
     non_negative("buffer_bytes_per_row", buffer_bytes_per_row)
+    non_negative("overhead_bytes_per_graph", overhead_bytes_per_graph)
+    pool = sizes[-1] * buffer_bytes_per_row
+    overhead = len(sizes) * overhead_bytes_per_graph
     return {
         "graphs": len(sizes),
+        "largest": sizes[-1],
         "capture_s": len(sizes) * capture_s_per_graph,
-        "buffer_bytes": sum(sizes) * buffer_bytes_per_row,
+        "pool_bytes": pool,
+        "overhead_bytes": overhead,
+        "memory_bytes": pool + overhead,
     }
 
 
 def powers_of_two(largest: int) -> tuple[int, ...]:
     """1, 2, 4, ... up to ``largest`` (inclusive when a power of two)."""
     top = positive_int("largest", largest)
-    return tuple(2**i for i in range(int(math.log2(top)) + 1))
+    return tuple(1 << i for i in range(top.bit_length()))
 
 
 def multiples(step: int, largest: int, small: Iterable[int] = (1, 2, 4)) -> tuple[int, ...]:

@@ -27,3 +27,58 @@ THROUGHPUT = b / T_step
 def kv_per_token_for(n_layers: int, n_kv_heads: int, head_dim: int, dtype_bytes: int = 2) -> sp.Integer:
     """KV_PER_TOKEN with the model's dimensions substituted (bytes)."""
     return KV_PER_TOKEN.subs({L: n_layers, H_kv: n_kv_heads, d_h: head_dim, s_kv: dtype_bytes})
+
+# ---- 8.2.1 weight reuse and the step roofline ---------------------------------------------
+b_s, s_w = sp.symbols("b s_w", positive=True)
+#: Arithmetic intensity of weight reads when b rows share each weight element of s_w bytes.
+WEIGHT_INTENSITY = 2 * b_s / s_w
+
+L_ctx, k_tok, D_w = sp.symbols("L k D_w", positive=True)
+#: Bytes one decode step reads: the matrix weights once and every request's KV.
+STEP_READ_BYTES = D_w + b_s * L_ctx * k_tok
+#: Bytes read per output token: d(b, L) = D_w/b + L*k.
+BYTES_PER_OUTPUT_TOKEN = sp.expand(STEP_READ_BYTES / b_s)
+#: The batch at which the KV reads equal the shared weight reads (before rounding up): D_w / (L*k).
+B_KV = sp.solve(sp.Eq(b_s * L_ctx * k_tok, D_w), b_s)[0]
+
+F_req, P_peak, beta = sp.symbols("F P beta", positive=True)
+#: Compute time and read time of one decode step of b requests.
+T_COMPUTE = b_s * F_req / P_peak
+T_MEMORY = STEP_READ_BYTES / beta
+#: The batch at which compute time equals read time.
+BATCH_CROSSOVER = sp.solve(sp.Eq(T_COMPUTE, T_MEMORY), b_s)[0]
+
+F_0, F_slope = sp.symbols("F_0 s_F", positive=True)
+#: One request's FLOP per decode token, linear in its context: F(L) = F_0 + s_F*L.
+DECODE_FLOPS = F_0 + F_slope * L_ctx
+#: The context at which one request's compute time equals its KV read time (weights aside).
+CONTEXT_CROSSOVER = sp.solve(sp.Eq(DECODE_FLOPS / P_peak, L_ctx * k_tok / beta), L_ctx)[0]
+
+# ---- 8.2.2 - 8.2.4 iteration time and causal pairs -----------------------------------------
+c_new, h_cached, i_tok = sp.symbols("c h i", positive=True, integer=True)
+#: Causal query-key pairs of a chunk of c new tokens after h cached ones, summed token by token.
+CAUSAL_PAIRS_SUM = sp.Sum(h_cached + i_tok, (i_tok, 1, c_new))
+#: The same in closed form: c*h + c(c+1)/2.
+CAUSAL_PAIRS = c_new * h_cached + c_new * (c_new + 1) / 2
+
+t_0, c_tok, c_pair, N_tok, N_pair = sp.symbols("t_0 c_tok c_pair N_tok N_pair", positive=True)
+#: Fitted iteration time: a fixed part, a part per new token, a part per causal pair.
+ITERATION_TIME = t_0 + c_tok * N_tok + c_pair * N_pair
+
+n_d, L_d, T_max = sp.symbols("n_d L_d T_max", positive=True)
+#: Iteration with n_d decodes at context L_d and one prompt piece of c after h (the two-step rule of 8.2.4).
+PIECE_ITERATION_TIME = ITERATION_TIME.subs({N_tok: c_new + n_d,
+                                            N_pair: CAUSAL_PAIRS + n_d * (L_d + 1)})
+
+
+def iteration_time_for(fixed_s: float, per_token_s: float, per_pair_s: float) -> sp.Expr:
+    """ITERATION_TIME with the fitted coefficients substituted (seconds, in N_tok and N_pair)."""
+    return ITERATION_TIME.subs({t_0: fixed_s, c_tok: per_token_s, c_pair: per_pair_s})
+
+
+def largest_piece(fixed_s: float, per_token_s: float, per_pair_s: float) -> sp.Expr:
+    """The positive root c of PIECE_ITERATION_TIME = T_max with fitted coefficients (in h, n_d, L_d, T_max)."""
+    expr = PIECE_ITERATION_TIME.subs({t_0: fixed_s, c_tok: per_token_s, c_pair: per_pair_s})
+    roots = sp.solve(sp.Eq(expr, T_max), c_new)
+    probe = {T_max: 1.0, h_cached: 0, n_d: 0, L_d: 1}
+    return max(roots, key=lambda r: float(sp.re(r.subs(probe))))

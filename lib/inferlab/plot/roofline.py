@@ -14,7 +14,8 @@ from matplotlib.ticker import FuncFormatter
 from .. import roofline as R
 from ..hardware import ACCELERATORS, Accelerator
 from ..models import MODELS, ModelSpec
-from ..units import GB, GiB, ms
+from .._validate import positive
+from ..units import GiB, ms
 from . import COLORS, caption, new_figure
 
 if TYPE_CHECKING:
@@ -120,12 +121,23 @@ def _draw_step(ax, model: ModelSpec, accelerator: Accelerator, context_tokens: i
     weights = 0.0 if separate_weight_store else dw
     memory = (weights + b * context_tokens * k) / beta / ms
     ax.plot(b, compute, color=COLORS["prefill"], label="compute b*F/P")
-    ax.plot(b, memory, color=COLORS["kv"], label="reads (D_w + b*L*k)/beta")
+    ax.plot(b, memory, color=COLORS["kv"],
+            label="reads b*L*k/beta (weights from a separate store)" if separate_weight_store
+            else "reads (D_w + b*L*k)/beta")
     ax.plot(b, np.maximum(compute, memory), color="black", lw=2, alpha=0.35, label="step time (max)")
-    cross = R.compute_memory_crossover(f, context_tokens, weights, k, accelerator.peak_bf16_flops,
-                                       accelerator.hbm_bandwidth, mfu, mbu)
-    if np.isfinite(cross) and cross <= max_batch:
-        ax.axvline(cross, color=COLORS["deadline"], ls="--", lw=1, label=f"crossover b = {cross:.0f}")
+    if separate_weight_store:
+        # both terms are linear in b: no crossover in batch; the context decides which one is larger
+        l_star = R.decode_context_crossover(model, accelerator, mfu, mbu)
+        bound = "compute-bound" if compute[0] > memory[0] else "memory-bound"
+        where = "never" if not np.isfinite(l_star) else f"L* = {l_star:,.0f}"
+        title = f"separate weight store, L = {context_tokens:,}: {bound} at every b ({where})"
+    else:
+        cross = R.compute_memory_crossover(f, context_tokens, weights, k, accelerator.peak_bf16_flops,
+                                           accelerator.hbm_bandwidth, mfu, mbu)
+        if np.isfinite(cross) and cross <= max_batch:
+            ax.axvline(cross, color=COLORS["deadline"], ls="--", lw=1, label=f"crossover b = {cross:.0f}")
+        bound = "never compute-bound" if not np.isfinite(cross) else f"compute-bound above b = {cross:.0f}"
+        title = f"{accelerator.name}, L = {context_tokens:,}: {bound}"
     if mark_batch:
         t = R.step_time(mark_batch, f, context_tokens, weights, k, accelerator.peak_bf16_flops,
                         accelerator.hbm_bandwidth, mfu, mbu)
@@ -139,16 +151,19 @@ def _draw_step(ax, model: ModelSpec, accelerator: Accelerator, context_tokens: i
     ax.set_xticks(ticks, [str(int(x)) for x in ticks])
     ax.set_xlabel("batch b")
     ax.set_ylabel("time per step (ms)")
-    bound = "never compute-bound" if not np.isfinite(cross) else f"compute-bound above b = {cross:.0f}"
-    ax.set_title(f"{accelerator.name}, L = {context_tokens:,}: {bound}")
+    ax.set_title(title)
     ax.legend(loc="upper left", fontsize=8)
 
 
-def draw_weight_reuse(batch: int = 16, context_tokens: int = 2048, bandwidth_gbs: float = 1792.0,
+def draw_weight_reuse(batch: int = 16, context_tokens: int = 2048, bandwidth_scale: float = 1.0,
                       accelerator: str = "rtx-pro-6000") -> Figure:
-    """Widget callback: bytes per output token at one context with ``batch`` marked, beside the step roofline."""
+    """Widget callback: bytes per output token at one context with ``batch`` marked, beside the step roofline.
+
+    ``bandwidth_scale`` multiplies the chosen accelerator's own HBM bandwidth (1 = the datasheet value).
+    """
     model = MODELS["qwen3-8b"]
-    acc = replace(ACCELERATORS[accelerator], hbm_bandwidth=bandwidth_gbs * GB)
+    card = ACCELERATORS[accelerator]
+    acc = replace(card, hbm_bandwidth=card.hbm_bandwidth * positive("bandwidth_scale", bandwidth_scale))
     fig, (ax, bx) = new_figure(1, 2, width=11, height=3.8)
     _draw_bytes(ax, model, (int(context_tokens),), 256, int(batch))
     _draw_step(bx, model, acc, int(context_tokens), 256, int(batch), 1.0, 1.0, False)
@@ -164,6 +179,6 @@ def weight_reuse_explorer() -> "Explorer":
         draw_weight_reuse,
         batch=w.int_slider("batch", 1, 256, 16, 1, "requests"),
         context_tokens=w.int_slider("context", 128, 32768, 2048, 128, "tokens"),
-        bandwidth_gbs=w.float_slider("memory bandwidth", 100, 8000, 1792, 100, "GB/s"),
+        bandwidth_scale=w.float_slider("memory bandwidth", 0.25, 4.0, 1.0, 0.25, "x the card's"),
         accelerator=w.choice("accelerator (FLOP/s)", list(ACCELERATORS), "rtx-pro-6000"),
     )
