@@ -104,28 +104,24 @@ def kv_capacity(counts: np.ndarray, kv_bytes: np.ndarray, budget_bytes: float, f
 
 
 def batch_sweep(sweep: pd.DataFrame, batch: int, step_s: float, title: str = "") -> Figure:
-    """Published batch sweep (throughput, TTFT, ITL) with the chosen batch's decode throughput marked."""
-    fig, axes = new_figure(1, 3, width=10, height=3.0)
-    panels = [
-        ("throughput_tok_s", "output throughput (tok/s)", 1.0),
-        ("ttft_s", "TTFT (ms)", 1e3),
-        ("decode_step_s", "decode step / ITL (ms)", 1e3),
-    ]
-    for ax, (col, ylabel, scale) in zip(axes, panels):
+    """Published batch sweep (throughput; decode step and client ITL) with the chosen batch's b / T_step marked."""
+    fig, (tput, step) = new_figure(1, 2, width=8, height=3.0)
+    for ax, col, ylabel, scale in ((tput, "throughput_tok_s", "output throughput (tok/s)", 1.0),
+                                   (step, "decode_step_s", "decode step / ITL (ms)", 1e3)):
         pts = sweep.dropna(subset=[col])
-        style = "o-" if len(pts) == len(sweep) else "o"
-        ax.plot(pts["batch"], pts[col] * scale, style, color=COLORS["prefill"], label="published (exp. 8-1)")
+        ax.plot(pts["batch"], pts[col] * scale, "o-" if len(pts) == len(sweep) else "o", color=COLORS["prefill"],
+                label="published (exp. 8-1)")
         ax.set_xscale("log", base=2)
         ax.minorticks_off()
         ax.set_xticks([1, 4, 16, 64], ["1", "4", "16", "64"])
         ax.set_xlabel("batch")
         ax.set_ylabel(ylabel)
     itl = sweep.dropna(subset=["mean_itl_s"])
-    axes[2].plot(itl["batch"], itl["mean_itl_s"] * 1e3, "s", color=COLORS["kv"], label="client mean ITL")
-    axes[0].plot([batch], [batch / step_s], "D", color=COLORS["deadline"], label=f"b/T_step at b={batch}")
-    axes[2].plot([batch], [step_s * 1e3], "D", color=COLORS["deadline"])
-    axes[0].legend(loc="upper left")
-    axes[2].legend(loc="upper left")
+    step.plot(itl["batch"], itl["mean_itl_s"] * 1e3, "s", color=COLORS["kv"], label="client mean ITL")
+    tput.plot([batch], [batch / step_s], "D", color=COLORS["deadline"], label=f"b / T_step at b = {batch}")
+    step.plot([batch], [step_s * 1e3], "D", color=COLORS["deadline"])
+    handles = tput.get_legend_handles_labels()[0] + step.get_legend_handles_labels()[0][1:]
+    tput.legend(handles=handles, loc="upper left")
     if title:
         caption(fig, title)
     return fig
