@@ -18,7 +18,7 @@ book: $(STAMP)  ## execute every notebook and build the HTML into _build/html
 		rm -rf _build/.jupyter_cache; fi
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 
-test: $(STAMP) outputs-check unit notebooks build-check  ## every test
+test: $(STAMP) outputs-check unit build-check notebooks  ## every test (pytest closes the run)
 
 unit: $(STAMP)
 	$(PY) -m pytest tests -m "not notebook" -n $(JOBS) -q
