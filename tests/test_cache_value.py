@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inferlab.cache_value import (
+    context_update_options,
     PrefixCost,
     best_use_of_space,
     break_even_hit_probability,
@@ -86,3 +87,27 @@ def test_bad_input() -> None:
         prefix_cost(QWEN, RTX, 0)
     with pytest.raises(ValueError, match="capacity_bytes"):
         best_use_of_space([], 0)
+    with pytest.raises(ValueError, match="mfu"):
+        prefix_cost(QWEN, RTX, 6144, mfu=2)
+    with pytest.raises(ValueError, match="mfu"):
+        prefix_cost(QWEN, RTX, 6144, mfu=0)
+    flat = PrefixCost(10, 1.0, 0.5, 0.5, 0.1)  # T_r = T_f: a hit saves nothing
+    with pytest.raises(ValueError, match="recompute_s"):
+        flat.hit_probability_for(0.1)
+    a = prefix_cost(QWEN, RTX, 6144)
+    with pytest.raises(ValueError, match="target_s"):
+        a.hit_probability_for(10.0)  # more than a certain hit can save
+    with pytest.raises(ValueError, match="target_s"):
+        a.hit_probability_for(-1.0)
+    with pytest.raises(ValueError, match="kv_bytes"):
+        PrefixCost(10, 0.0, 0.5, 0.1, 0.1).value_per_byte(0.5)
+
+
+def test_context_update_options_figure_8_20() -> None:
+    append, rewrite, summary = context_update_options(8192, 1024, 2048)
+    assert [o.reused_tokens for o in (append, rewrite, summary)] == [8192, 0, 0]
+    assert [o.processed_tokens for o in (append, rewrite, summary)] == [1024, 9216, 3072]
+    assert summary.read_cached_tokens == 8192 and summary.generated_tokens == 2048  # the summary reads the history
+    assert append.read_cached_tokens == rewrite.read_cached_tokens == 0
+    with pytest.raises(ValueError, match="summary_tokens"):
+        context_update_options(1024, 0, 2048)

@@ -20,8 +20,8 @@ from inferlab.paging import BlockManager, OutOfBlocks, chained_hash
 from inferlab.paging_scenarios import cancellation_timeline, decode_with_preemption
 from inferlab.units import GiB, MiB
 
-STATEFUL_EXAMPLES = int(os.environ.get("INFERLAB_STATEFUL_EXAMPLES", "150"))
-STATEFUL_STEPS = int(os.environ.get("INFERLAB_STATEFUL_STEPS", "60"))
+STATEFUL_EXAMPLES = int(os.environ.get("INFERLAB_STATEFUL_EXAMPLES", "250"))
+STATEFUL_STEPS = int(os.environ.get("INFERLAB_STATEFUL_STEPS", "80"))
 QWEN = MODELS["qwen3-8b"]
 
 
@@ -49,7 +49,8 @@ def test_9_13_5_15_example_64_52_44_slots() -> None:
     assert memory.reserved_slots(lengths, 16) == 64
     assert memory.paged_slots(lengths, 4) == 52
     assert memory.shared_prefix_slots(lengths, 4, 8, 2) == 44
-    assert 64 - sum(lengths) == 22 and 52 - sum(lengths) == 10
+    assert memory.reserved_slots(lengths, 16) - sum(lengths) == 22
+    assert memory.paged_slots(lengths, 4) - sum(lengths) == 10
     for share, slots in ((False, 52), (True, 44)):
         bm = BlockManager(32, 4)
         _four_requests(bm, share)
@@ -142,15 +143,19 @@ def test_cancellation_returns_blocks_after_the_step() -> None:
     assert ev[2].free_blocks - ev[1].free_blocks == 104 and ev[2].draining_blocks == 0
 
 
-def test_whole_prompt_cached_needs_no_prefill_and_no_block() -> None:
+def test_whole_prompt_cached_still_recomputes_its_last_block() -> None:
+    # vLLM (get_computed_blocks) and SGLang cap a hit at len - 1 tokens: the last prompt token
+    # must run to give the first output's logits; with whole blocks that is the last block.
     bm = BlockManager(8, 4)
     bm.allocate("a", list(range(8)))
     free = bm.num_free
-    assert bm.blocks_needed(list(range(8))) == 0
-    assert bm.allocate("b", list(range(8))) == 8
-    assert bm.num_free == free
+    assert bm.blocks_needed(list(range(8))) == 1
+    assert bm.allocate("b", list(range(8))) == 4  # one whole block (4 tokens) recomputed
+    assert bm.num_free == free - 1
+    assert bm.block_table("b")[0] == bm.block_table("a")[0] and bm.block_table("b")[1] != bm.block_table("a")[1]
+    assert bm.allocate("c", list(range(9))) == 8  # one token past the cached blocks: both hit
     bm.append("b", [50])  # the next token opens a new block, the shared ones are untouched
-    assert bm.read("a") == list(range(8))
+    assert bm.read("a") == list(range(8)) and bm.read("b") == list(range(8)) + [50]
 
 
 def test_prefix_hit_after_preemption() -> None:
@@ -161,6 +166,56 @@ def test_prefix_hit_after_preemption() -> None:
     assert bm.resume("a") == 2  # two full blocks still cached: only the partial tail is recomputed
     assert bm.read("a") == list(range(10))
     assert bm.recomputed_tokens == 2
+
+
+def test_resume_of_a_block_aligned_sequence_recomputes_its_last_block() -> None:
+    bm = BlockManager(6, 4)
+    bm.allocate("a", list(range(8)))
+    bm.preempt("a")
+    assert bm.resume("a") == 4  # both blocks cached, but the last token must run: its block is redone
+    assert bm.read("a") == list(range(8))
+
+
+def test_in_flight_step_is_a_reader_no_overwrite_in_place() -> None:
+    # A and B share full block #0; a step reads B; B is cancelled; A rolls back into block #0 and
+    # writes: the step must still read [1, 2, 3, 4], so A's write goes to a copy.
+    bm = BlockManager(4, 4)
+    bm.allocate("A", [1, 2, 3, 4, 5])
+    bm.allocate("B", [1, 2, 3, 4, 6])
+    shared = bm.block_table("A")[0]
+    assert bm.block_table("B")[0] == shared
+    step = bm.begin_step(["B"])
+    bm.free("B")
+    bm.truncate("A", 2)
+    assert bm.append_blocks_needed("A", 2) == 1
+    copies = bm.append("A", [7, 7])
+    assert copies and copies[0][0] == shared
+    assert bm.blocks[shared].tokens == [1, 2, 3, 4]  # what the in-flight step reads is intact
+    assert bm.read("A") == [1, 2, 7, 7]
+    assert bm.num_draining == 2  # the old block #0 and B's tail drain until the step ends
+    bm.end_step(step)
+    assert bm.num_draining == 0 and shared in bm.free_ids
+
+
+def test_appending_into_free_slots_of_an_in_flight_block_needs_no_copy() -> None:
+    bm = BlockManager(4, 4)
+    bm.allocate("A", [1, 2])
+    step = bm.begin_step(["A"])
+    assert bm.append("A", [3]) == []  # the step reads slots 0-1; slot 2 was never written
+    bm.end_step(step)
+
+
+def test_exact_parent_rule_is_stricter_than_vllm() -> None:
+    # Two physical copies of the same first block exist (the second was recomputed because
+    # "b" was wholly cached). A block registered after the copy is not found through the
+    # original: a lost hit (vLLM, trusting the chain hash alone, would hit), never a wrong one.
+    bm = BlockManager(12, 4)
+    bm.allocate("a", [0, 1, 2, 3])
+    bm.allocate("b", [0, 1, 2, 3])  # recomputes its only block: a second copy
+    assert bm.block_table("a") != bm.block_table("b")
+    bm.append("b", [4, 5, 6, 7])  # registered after b's copy of block 0
+    assert bm.allocate("c", list(range(9))) == 4  # block 0 hits a's copy, block 1's parent differs
+    assert bm.read("c") == list(range(9))
 
 
 def test_prefix_evicted_after_preemption_is_recomputed() -> None:
@@ -221,6 +276,12 @@ def test_out_of_blocks_and_bad_input() -> None:
         BlockManager(3, 4, free_order=[0, 0, 1])
     with pytest.raises(ValueError, match="step_id"):
         bm.end_step(99)
+    with pytest.raises(ValueError, match="tokens"):
+        bm.allocate("b", ["a"])
+    with pytest.raises(ValueError, match="tokens"):
+        bm.can_allocate([1, -2])
+    with pytest.raises(ValueError, match="spare_blocks"):
+        cancellation_timeline(spare_blocks=-1)
 
 
 def test_decode_with_preemption_recomputes_and_finishes_all() -> None:
@@ -228,7 +289,13 @@ def test_decode_with_preemption_recomputes_and_finishes_all() -> None:
     run = decode_with_preemption(12, 4, prompts, 12)
     assert sorted(run.finished) == ["a", "b", "c"]
     assert run.preemptions and run.recomputed_tokens > 0
+    assert run.recomputed_tokens == sum(r for _, _, r in run.resumes) and len(run.resumes) == len(run.preemptions)
+    assert all(r >= 1 for _, _, r in run.resumes)
     assert max(run.used_blocks) <= 12 and run.used_blocks[-1] == 0
+    # no thrashing: the sequence running longest is never the one preempted, and admission
+    # never happens in a step that preempted
+    assert run.finished[0] == "a" and "a" not in {s for _, s, _ in run.preemptions}
+    assert not {st_ for st_, _, _ in run.preemptions} & {st_ for st_, _, _ in run.resumes}
     roomy = decode_with_preemption(64, 4, prompts, 12)
     assert roomy.preemptions == [] and roomy.recomputed_tokens == 0
 
@@ -248,6 +315,7 @@ class BlockManagerMachine(RuleBasedStateMachine):
         self.model: dict[int, list[int]] = {}  # what each sequence must read
         self.preempted: set[int] = set()
         self.steps: dict[int, list[int]] = {}
+        self.snapshots: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
         self.next_id = 0
 
     def _live(self) -> list[int]:
@@ -263,7 +331,7 @@ class BlockManagerMachine(RuleBasedStateMachine):
         if self.bm.can_allocate(tokens):
             free_before, needed = self.bm.num_free, self.bm.blocks_needed(tokens)
             cached = self.bm.allocate(sid, tokens)
-            assert cached % self.bm.block_size == 0 and cached <= len(tokens)
+            assert cached % self.bm.block_size == 0 and cached <= len(tokens) - 1
             assert free_before - self.bm.num_free == needed
             self.model[sid] = list(tokens)
         else:
@@ -327,7 +395,7 @@ class BlockManagerMachine(RuleBasedStateMachine):
             return
         if self.bm.can_allocate(tokens):
             recompute = self.bm.resume(sid)
-            assert 0 <= recompute <= len(tokens)
+            assert 1 <= recompute <= len(tokens)  # the last token always runs again
             self.preempted.discard(sid)
         else:
             with pytest.raises(OutOfBlocks):
@@ -340,6 +408,9 @@ class BlockManagerMachine(RuleBasedStateMachine):
         sids = sorted({live[p % len(live)] for p in picks})
         step = self.bm.begin_step(sids)
         self.steps[step] = [b for s in sids for b in self.bm.block_table(s)]
+        p = self.bm.block_size  # what the step reads: each table's filled slots
+        self.snapshots[step] = [(bid, tuple(self.model[s][i * p:(i + 1) * p]))
+                                for s in sids for i, bid in enumerate(self.bm.block_table(s))]
 
     @precondition(lambda self: self.steps)
     @rule(pick=st.integers(0, 50))
@@ -347,6 +418,7 @@ class BlockManagerMachine(RuleBasedStateMachine):
         step = sorted(self.steps)[pick % len(self.steps)]
         self.bm.end_step(step)
         del self.steps[step]
+        del self.snapshots[step]
 
     # -- invariants, checked after every rule --
     @invariant()
@@ -355,14 +427,28 @@ class BlockManagerMachine(RuleBasedStateMachine):
         free = set(bm.free_ids)
         assert len(free) == len(bm.free_ids)  # no block twice in the free list
         referenced = {b.block_id for b in bm.blocks if b.ref_count > 0}
-        assert not free & referenced
-        assert bm.num_free + bm.num_used == bm.num_blocks
         reading = {b for bids in self.steps.values() for b in bids}
-        for b in bm.blocks:
-            if b.block_id not in free:
-                assert b.ref_count > 0 or b.block_id in reading  # used = referenced or draining
-            else:
-                assert b.ref_count == 0 and b.block_id not in bm.in_flight
+        draining = {b.block_id for b in bm.blocks if b.ref_count == 0} & reading
+        assert not free & referenced and not free & reading
+        # the three states partition the pool, counted from refcounts and open steps, not from the free list
+        assert free | referenced | draining == set(range(bm.num_blocks))
+        assert len(free) + len(referenced) + len(draining) == bm.num_blocks
+        assert bm.num_draining == len(draining) and bm.num_used == len(referenced) + len(draining)
+
+    @invariant()
+    def in_flight_reads_never_change(self) -> None:
+        for snap in self.snapshots.values():
+            for bid, tokens in snap:
+                assert tuple(self.bm.blocks[bid].tokens[: len(tokens)]) == tokens
+
+    @invariant()
+    def shared_blocks_were_written_under_the_same_prefix(self) -> None:
+        p = self.bm.block_size
+        for sid, tokens in self.model.items():
+            context = None
+            for i, bid in enumerate(self.bm.block_table(sid)):
+                assert self.bm.blocks[bid].context == context  # KV computed after exactly this prefix
+                context = chained_hash(context, tuple(tokens[i * p:(i + 1) * p]))
 
     @invariant()
     def refcount_equals_table_entries(self) -> None:

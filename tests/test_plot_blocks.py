@@ -9,12 +9,12 @@ from inferlab.cache_value import context_update_options, prefix_cost
 from inferlab.hardware import ACCELERATORS
 from inferlab.models import MODELS
 from inferlab.paging import BlockManager
-from inferlab.paging_scenarios import cancellation_timeline, decode_with_preemption
+from inferlab.memory import max_concurrent_requests
+from inferlab.paging_scenarios import cancellation_timeline, decode_with_preemption, refcount_steps
 from inferlab.plot import blocks as bplot
 from inferlab.prefix_cache import RadixCache
-from inferlab.snapshots import restore
+from inferlab.snapshots import hybrid_restore_table, restore
 from inferlab.units import GiB, MiB
-from inferlab.widgets import explore, float_slider, int_slider
 from inferlab.workloads import agent_session, reuse_from_previous
 
 
@@ -33,7 +33,9 @@ def test_static_drawings_return_figures() -> None:
         bplot.draw_slots([9, 13, 5, 15], "ABCD", block_size=4),
         bplot.draw_waste_vs_block_size([9, 13, 5, 15], [1, 2, 4], [0, 4, 10], [42, 23, 13], 4),
         bplot.draw_branch_sharing(416, 131),
-        bplot.draw_capacity_vs_requests(40, 1188 * MiB, 864 * MiB, 324 * MiB, 12 * GiB),
+        bplot.draw_capacity_vs_requests(40, 1188 * MiB, 864 * MiB, 324 * MiB, 12 * GiB, 10, 35),
+        bplot.draw_pool_steps(refcount_steps()),
+        bplot.draw_hybrid_restore(hybrid_restore_table(8192, 1024)),
         bplot.draw_cancellation(cancellation_timeline(), 104),
         bplot.draw_preemption(decode_with_preemption(12, 4, {"a": list(range(10)), "b": list(range(50, 60))}, 12), 12),
         bplot.draw_prefix_tree(tree, {t.input_ids: t.name for t in s}),
@@ -57,29 +59,32 @@ def test_pool_drawing_shows_the_table_it_was_given() -> None:
     assert "[2, 0, 3]" in texts and "free" in texts and "3 table references" in fig.axes[0].get_title()
 
 
-@pytest.mark.parametrize("explorer", [
-    explore(bplot.paged_allocation_view, block_size=int_slider("block size", 1, 16, 4)),
-    explore(bplot.refcount_view, step=int_slider("step", 0, 3, 0)),
-    explore(bplot.copy_on_write_view, step=int_slider("step", 0, 2, 0)),
-    explore(bplot.branch_sharing_view, branches=int_slider("branches", 1, 16, 4),
-            prefix_tokens=int_slider("prefix", 0, 4096, 1520, step=8), block_size=int_slider("p", 1, 64, 16)),
-    explore(bplot.shared_batch_view, prefix_tokens=int_slider("prefix", 0, 8192, 6144, step=256),
-            block_size=int_slider("p", 1, 64, 16)),
-    explore(bplot.snapshot_view, interval=int_slider("interval", 512, 16_384, 4096, step=512)),
-    explore(bplot.value_view, link_gb_per_s=float_slider("link", 8, 128, 64, 8), p_hit=float_slider("p", 0, 1, 0.5, 0.01)),
-    explore(bplot.cache_choice_view, link_gb_per_s=float_slider("link", 8, 128, 64, 8),
-            p_hit=float_slider("p", 0, 1, 0.5, 0.01)),
-    explore(bplot.pool_view, pool_gib=float_slider("pool", 0.5, 8, 6, 0.5)),
-], ids=lambda e: e.draw.__name__)
-def test_every_view_renders_at_its_extremes(explorer) -> None:
-    for _, fig in explorer.sweep():
-        assert isinstance(fig, Figure)
+def test_view_step_out_of_range_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="step"):
+        bplot.refcount_view(len(refcount_steps()))
+    with pytest.raises(ValueError, match="step"):
+        bplot.copy_on_write_view(-1)
 
 
-def test_eviction_sweep_lru_steps_up_value_per_byte_earlier() -> None:
-    sweep = bplot.eviction_sweep()
+def test_shared_batch_axis_extends_past_the_fit_counts() -> None:
+    fig = bplot.shared_batch_view(8192, 64)
+    fit = max_concurrent_requests(12 * GiB, MODELS["qwen3-8b"], 8192, 256, 64, 8191)
+    assert fit == 247 and fig.axes[0].get_xlim()[1] > fit
+    assert str(fit) in fig.axes[0].get_title()
+
+
+def test_figure_8_14_has_four_panels() -> None:
+    fig = bplot.draw_pool_steps(refcount_steps())
+    assert len(fig.axes) == 4
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles[1].startswith("2.") and "draining" in " ".join(t.get_text() for t in fig.axes[2].texts)
+
+
+def test_pool_sweep_lru_steps_up_value_per_byte_earlier() -> None:
+    hits, total = bplot.pool_sweep()
     grid = list(bplot.POOL_GRID_GIB)
-    assert sweep["total"] == [19_016]
-    assert sweep["LRU"][grid.index(1.0)] == 0 and sweep["LRU"][grid.index(6.0)] == 16_266
-    assert all(v >= l for v, l in zip(sweep["value per byte"], sweep["LRU"]))
-    assert sweep["LRU"] == sorted(sweep["LRU"])
+    assert total == 20_322
+    assert hits["LRU"][grid.index(1.0)] == 0 and hits["LRU"][grid.index(6.0)] == 16_899
+    assert all(v >= l for v, l in zip(hits["value per byte"], hits["LRU"]))
+    assert hits["LRU"] == sorted(hits["LRU"])
+    assert set(hits) == {"LRU", "value per byte", "value per byte, no hint"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import hypothesis.strategies as st
 import pytest
@@ -12,7 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from inferlab.calibration import prefill_time
 from inferlab.hardware import ACCELERATORS
 from inferlab.models import MODELS
-from inferlab.prefix_cache import LRU, RadixCache, ValuePerByte, replay
+from inferlab.prefix_cache import LRU, RadixCache, ValuePerByte, eviction_sweep, replay, standard_policies
 from inferlab.units import GiB
 from inferlab.workloads import agent_workload
 
@@ -21,8 +22,8 @@ STATEFUL_STEPS = int(os.environ.get("INFERLAB_STATEFUL_STEPS", "60"))
 QWEN, RTX = MODELS["qwen3-8b"], ACCELERATORS["rtx-pro-6000"]
 
 
-def _vpb() -> ValuePerByte:
-    return ValuePerByte(lambda n, c: prefill_time(QWEN, RTX, n, c), QWEN.kv_bytes_per_token())
+def _vpb(use_hint: bool = True) -> ValuePerByte:
+    return ValuePerByte(lambda n, c: prefill_time(QWEN, RTX, n, c), QWEN.kv_bytes_per_token(), use_hint)
 
 
 def test_insert_match_and_split() -> None:
@@ -101,10 +102,60 @@ def test_agent_replay_hits_with_a_large_pool_and_not_with_a_small_one() -> None:
     per_token = QWEN.kv_bytes_per_token()
     big = replay(trace, int(6 * GiB // per_token), LRU())
     small = replay(trace, int(1 * GiB // per_token), LRU())
-    assert big.session_input_tokens == 19_016
-    assert big.session_hit_tokens == 16_266 and small.session_hit_tokens == 0  # chapter: 16,304 and 0
-    smart = replay(trace, int(1 * GiB // per_token), _vpb())
-    assert smart.session_hit_tokens > 15_000
+    assert big.session_input_tokens == 20_322  # chapter's real trace: 19,556
+    assert big.session_hit_tokens == 16_899 and small.session_hit_tokens == 0  # chapter: 16,304 and 0
+    assert replay(trace, int(1 * GiB // per_token), _vpb()).session_hit_tokens == 16_418  # with the hint
+    assert replay(trace, int(1 * GiB // per_token), _vpb(False)).session_hit_tokens == 0  # without it
+
+
+def test_eviction_sweep_and_standard_policies() -> None:
+    trace = agent_workload(13, other_per_gap=8)
+    per_token = QWEN.kv_bytes_per_token()
+    sweep = eviction_sweep(trace, [1 * GiB, 6 * GiB], per_token, standard_policies(QWEN, RTX))
+    assert sweep == {"LRU": [0, 16_899], "value per byte": [16_418, 16_899], "value per byte, no hint": [0, 16_899]}
+    with pytest.raises(ValueError, match="pool_bytes"):
+        eviction_sweep(trace, [0.0], per_token, standard_policies(QWEN, RTX))
+    with pytest.raises(ValueError, match="policies"):
+        eviction_sweep(trace, [GiB], per_token, {})
+    with pytest.raises(ValueError, match="mfu"):
+        standard_policies(QWEN, RTX, mfu=2)
+
+
+def test_replay_caches_input_and_output_but_the_last_token() -> None:
+    @dataclass
+    class R:
+        name: str
+        input_ids: tuple
+        output_ids: tuple
+        session: bool = True
+
+    first = R("a", (1, 2, 3), (4, 5))
+    res = replay([first, R("b", (1, 2, 3, 4, 5, 6), (7,))], 100)
+    assert res.hit_tokens == [0, 4]  # (1, 2, 3, 4) cached: token 5 was sampled but never run
+
+
+def test_insert_refreshes_the_path_it_walks_and_one_tick_per_request() -> None:
+    c = RadixCache(6)
+    c.insert([1, 1, 1])
+    c.insert([2, 2, 2])
+    c.insert([1, 1, 1])  # refreshes (1, 1, 1): it is now more recent than (2, 2, 2)
+    c.insert([3, 3, 3])  # needs room: the least recently used is (2, 2, 2)
+    assert c.peek([1, 1, 1]) == 3 and c.peek([2, 2, 2]) == 0
+    c2 = RadixCache(100)
+    res_clock = c2.clock
+    c2.match([1])
+    c2.insert([1, 2], tick=False)  # the same request: one tick in all
+    assert c2.clock == res_clock + 1
+
+
+def test_value_per_byte_hit_probability_is_per_use() -> None:
+    c = RadixCache(100, _vpb(False))
+    c.insert([1, 2, 3], reuse_hint=0.9)
+    node = c.match([1, 2, 3]).node
+    assert c.policy.hit_probability(node, c) == pytest.approx(1 / 2)  # one reuse after one use
+    c.match([1, 2, 3])
+    assert c.policy.hit_probability(node, c) == pytest.approx(2 / 3)
+    assert _vpb(True).hit_probability(node, c) == pytest.approx(0.9)  # the hint wins when larger
 
 
 # ---- stateful ----------------------------------------------------------------------------

@@ -7,6 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inferlab.snapshots import (
+    hybrid_restore_paths,
+    hybrid_restore_table,
     KDA_SNAPSHOT_BYTES_TP8,
     restore,
     snapshot_positions,
@@ -46,3 +48,19 @@ def test_bad_input() -> None:
         snapshot_positions(100, 0)
     with pytest.raises(ValueError, match="matched_tokens"):
         restore(-1, [])
+
+
+def test_hybrid_restore_paths_figure_8_21() -> None:
+    both, glob, miss = hybrid_restore_table(8192, 1024)
+    assert (both.encoder_replayed, both.encoder_recomputed, both.encoder_new) == (0, 0, 1024)
+    assert (glob.encoder_replayed, glob.encoder_recomputed, glob.encoder_new) == (128, 0, 1024)
+    assert (miss.encoder_replayed, miss.encoder_recomputed, miss.encoder_new) == (0, 8192, 1024)
+    assert {p.decoder_window for p in (both, glob, miss)} == {128} and both.decoder_layers == 20
+    assert [p.encoder_tokens for p in (both, glob, miss)] == [1024, 1152, 9216]
+    short = hybrid_restore_paths(True, False, 50, 10)
+    assert short.encoder_replayed == 50 and short.decoder_window == 60
+    assert hybrid_restore_paths(False, True, 100, 1).encoder_recomputed == 100  # SWA is useless without global KV
+    with pytest.raises(ValueError, match="window"):
+        hybrid_restore_paths(True, True, 10, 1, window=0)
+    with pytest.raises(ValueError, match="prefix_tokens"):
+        hybrid_restore_paths(True, True, 0, 0)

@@ -14,6 +14,7 @@ from ._validate import fraction, non_negative, non_negative_int, positive, posit
 from .calibration import PREFILL_MFU_BATCH1, prefill_time
 from .hardware import Accelerator
 from .models import ModelSpec
+from .roofline import efficiency
 
 
 def expected_saving(p_hit: float, recompute_s: float, fetch_s: float, maintain_s: float) -> float:
@@ -57,6 +58,8 @@ class PrefixCost:
 
     def value_per_byte(self, p_hit: float) -> float:
         """V_h per byte of KV kept (s/B); multiply by MiB for ms-per-MiB style numbers."""
+        if self.kv_bytes <= 0:
+            raise ValueError("kv_bytes must be positive to compute a value per byte")
         return self.value(p_hit) / self.kv_bytes
 
     def break_even(self) -> float:
@@ -64,8 +67,17 @@ class PrefixCost:
         return break_even_hit_probability(self.recompute_s, self.fetch_s, self.maintain_s)
 
     def hit_probability_for(self, target_s: float) -> float:
-        """Hit probability at which V_h equals ``target_s`` (e.g. the saving of what else fits in the space)."""
-        return (target_s + self.maintain_s) / self.saving_per_hit_s
+        """Hit probability at which V_h equals ``target_s`` (e.g. the saving of what else fits in the space).
+
+        ValueError if a hit saves nothing (T_r <= T_f) or if no probability in [0, 1] reaches ``target_s``.
+        """
+        if self.saving_per_hit_s <= 0:
+            raise ValueError(f"recompute_s ({self.recompute_s}) must exceed fetch_s ({self.fetch_s}) "
+                             "for the hit probability to matter")
+        p = (target_s + self.maintain_s) / self.saving_per_hit_s
+        if not 0 <= p <= 1:
+            raise ValueError(f"target_s ({target_s}) is out of reach: it needs a hit probability of {p:.3g}")
+        return p
 
 
 def prefix_cost(
@@ -84,6 +96,7 @@ def prefix_cost(
     """
     positive_int("tokens", tokens)
     non_negative_int("cached_tokens", cached_tokens)
+    efficiency("mfu", mfu)
     kv = tokens * model.kv_bytes_per_token()
     fetch = accelerator.transfer_time(kv, link_bandwidth)
     recompute = prefill_time(model, accelerator, tokens, cached_tokens, mfu)
@@ -122,6 +135,7 @@ class ContextUpdate:
     processed_tokens: int  # input that must be prefilled again
     generated_tokens: int  # extra output the update itself needs (a summary)
     context_after: int  # tokens every later step attends to
+    read_cached_tokens: int = 0  # cached history the update reads as a hit before it rebuilds (the summary step)
 
 
 def context_update_options(history_tokens: int = 8192, appended_tokens: int = 1024,
@@ -135,5 +149,5 @@ def context_update_options(history_tokens: int = 8192, appended_tokens: int = 10
     return [
         ContextUpdate("append", h, a, 0, h + a),
         ContextUpdate("rewrite the front", 0, h + a, 0, h + a),
-        ContextUpdate("summarize, then append", 0, s + a, s, s + a),
+        ContextUpdate("summarize, then append", 0, s + a, s, s + a, read_cached_tokens=h),
     ]

@@ -7,8 +7,17 @@ physical block. Blocks are shared by reference counting:
 * ``fork`` gives a child every block of its parent (refcount + 1 each);
 * a full block is also shared *by content*: its chained hash (hash of the previous block's
   hash and its own tokens) is looked up when a sequence is admitted, and a hit is verified
-  against the tokens stored in the block, so a hash collision can never alias two contexts;
-* writing into a shared, partially filled tail copies it first (copy-on-write);
+  against the tokens stored in the block *and* against the exact physical block it was
+  chained after, so a hash collision can never alias two contexts. This is deliberately
+  stricter than vLLM, which trusts the chain hash alone: when two physical copies of the
+  same prefix block exist, a block registered after one copy is not found through the other
+  (a lost hit, never a wrong one);
+* like vLLM and SGLang, at least the last prompt token is always computed (its logits give
+  the first output token), so a hit is capped at ``(len(tokens) - 1) // block_size`` blocks:
+  a prompt that is entirely cached still recomputes its last block;
+* writing into a shared, partially filled tail copies it first (copy-on-write); a submitted
+  step that reads a block counts as one more reader, so a rolled-back slot it reads is never
+  overwritten in place while the step is in flight;
 * a block whose last reference is dropped while an in-flight step still reads it is
   *draining*: it returns to the free pool only when that step completes.
 
@@ -55,6 +64,7 @@ class Block:
     hash: int | None = None  # set only while the block is full and registered for sharing
     parent: tuple[int, int] | None = None  # (block id, generation) of the predecessor it was hashed after
     generation: int = 0  # bumped whenever the block's content is replaced
+    context: int | None = None  # chained_hash of every token before the block's first slot (None: none)
 
 
 @dataclass
@@ -156,6 +166,7 @@ class BlockManager:
 
     def blocks_needed(self, tokens: Sequence[int]) -> int:
         """Free blocks that admitting ``tokens`` would take (cached blocks already in use cost none)."""
+        tokens = self._tokens(tokens)
         hits = self._match(tokens)
         in_use = sum(1 for bid in hits if self.blocks[bid].ref_count > 0 or bid not in self.free_ids)
         return -(-len(tokens) // self.block_size) - in_use
@@ -170,7 +181,7 @@ class BlockManager:
         seq = self._seq(seq_id)
         n, p = len(seq.tokens), self.block_size
         new = -(-(n + n_tokens) // p) - len(seq.block_table)
-        cow = n_tokens > 0 and n % p != 0 and self.blocks[seq.block_table[-1]].ref_count > 1
+        cow = n_tokens > 0 and n % p != 0 and self._must_copy(seq.block_table[-1], n % p)
         return new + int(cow)
 
     def can_append(self, seq_id: Hashable, n_tokens: int = 1) -> bool:
@@ -194,7 +205,7 @@ class BlockManager:
         """Admit ``seq_id`` holding ``tokens``; return how many leading tokens were found cached (no prefill)."""
         if seq_id in self.seqs and not self.seqs[seq_id].preempted:
             raise ValueError(f"seq_id {seq_id!r} is already allocated")
-        tokens = [int(t) for t in tokens]
+        tokens = self._tokens(tokens)
         if not self.can_allocate(tokens):
             raise OutOfBlocks(f"{seq_id!r} needs {self.blocks_needed(tokens)} blocks, {self.num_free} free")
         hits = self._match(tokens)
@@ -214,7 +225,7 @@ class BlockManager:
         seq = self._seq(seq_id)
         if seq.preempted:
             raise ValueError(f"seq_id {seq_id!r} is preempted; allocate it again first")
-        tokens = [int(t) for t in tokens]
+        tokens = self._tokens(tokens)
         if not self.can_append(seq_id, len(tokens)):
             raise OutOfBlocks(f"{seq_id!r} needs {self.append_blocks_needed(seq_id, len(tokens))} blocks, "
                               f"{self.num_free} free")
@@ -263,7 +274,7 @@ class BlockManager:
         return len(seq.tokens)
 
     def resume(self, seq_id: Hashable) -> int:
-        """Re-admit a preempted sequence; return the tokens to recompute (cached full blocks are not)."""
+        """Re-admit a preempted sequence; return the tokens to recompute (at least one: the last token)."""
         seq = self._seq(seq_id)
         if not seq.preempted:
             raise ValueError(f"seq_id {seq_id!r} is not preempted")
@@ -307,12 +318,32 @@ class BlockManager:
             raise ValueError(f"seq_id {seq_id!r} is not allocated")
         return self.seqs[seq_id]
 
+    @staticmethod
+    def _tokens(tokens: Sequence[int]) -> list[int]:
+        """``tokens`` as a list of non-negative ints (ValueError naming ``tokens`` otherwise)."""
+        out = []
+        for t in tokens:
+            if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
+                raise ValueError(f"tokens must be non-negative integer token ids, got {t!r}")
+            out.append(int(t))
+        return out
+
+    def _must_copy(self, bid: int, fill: int) -> bool:
+        """Whether writing slot ``fill`` of block ``bid`` needs a copy: another table or an in-flight step reads it."""
+        block = self.blocks[bid]
+        return block.ref_count > 1 or (bid in self.in_flight and len(block.tokens) > fill)
+
     def _match(self, tokens: Sequence[int]) -> list[int]:
-        """Blocks holding the longest run of leading full blocks of ``tokens``, verified token by token."""
+        """Cached blocks for the leading full blocks of ``tokens``, verified token by token and by parent.
+
+        The match stops one token short of the end (``(len(tokens) - 1) // block_size`` blocks
+        at most), as in vLLM's ``get_computed_blocks``: the last prompt token must run to give
+        the logits of the first output token.
+        """
         if not self.prefix_caching:
             return []
         p, prev, hits = self.block_size, None, []
-        for i in range(len(tokens) // p):
+        for i in range(max(len(tokens) - 1, 0) // p):
             chunk = tuple(int(t) for t in tokens[i * p:(i + 1) * p])
             prev = self.hash_fn(prev, chunk)
             bid = self.hash_to_block.get(prev)
@@ -337,12 +368,12 @@ class BlockManager:
         if block.ref_count == 0 and bid not in self.in_flight:
             self.free_ids[bid] = None
 
-    def _take_free(self) -> int:
+    def _take_free(self, context: int | None) -> int:
         bid, _ = self.free_ids.popitem(last=False)
         block = self.blocks[bid]
         self._unregister(block)
         block.tokens, block.parent, block.generation = [], None, block.generation + 1
-        block.ref_count = 1
+        block.ref_count, block.context = 1, context
         return bid
 
     def _unregister(self, block: Block) -> None:
@@ -356,14 +387,19 @@ class BlockManager:
         for t in tokens:
             n = len(seq.tokens)
             if n % p == 0:
-                seq.block_table.append(self._take_free())
+                if seq.block_table:
+                    last = self.blocks[seq.block_table[-1]]
+                    context = chained_hash(last.context, tuple(seq.tokens[n - p:n]))
+                else:
+                    context = None
+                seq.block_table.append(self._take_free(context))
             else:
                 block = self.blocks[seq.block_table[-1]]
                 fill = n % p
-                if block.ref_count > 1:  # copy-on-write: others still read this block
-                    new = self._take_free()
+                if self._must_copy(block.block_id, fill):  # copy-on-write: a table or a step still reads it
+                    new = self._take_free(block.context)
                     self.blocks[new].tokens = block.tokens[:fill]
-                    block.ref_count -= 1
+                    self._unref(block.block_id)
                     seq.block_table[-1] = new
                     copies.append((block.block_id, new))
                 elif len(block.tokens) > fill or block.hash is not None:  # rolled back: overwrite in place

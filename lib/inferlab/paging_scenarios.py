@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from ._validate import positive_int
+from ._validate import non_negative_int, positive_int
 from .paging import BlockManager, PoolState
 
 @dataclass(frozen=True)
@@ -31,6 +31,8 @@ def cancellation_timeline(blocks: int = 104, call_return_s: float = 1.6e-3, step
     from the manager.
     """
     positive_int("blocks", blocks)
+    positive_int("block_size", block_size)
+    non_negative_int("spare_blocks", spare_blocks)
     if not 0 < call_return_s < step_done_s:
         raise ValueError("call_return_s must lie in (0, step_done_s)")
     bm = BlockManager(blocks + spare_blocks, block_size)
@@ -46,55 +48,56 @@ def cancellation_timeline(blocks: int = 104, call_return_s: float = 1.6e-3, step
 
 @dataclass(frozen=True)
 class PreemptionRun:
-    """Outcome of decoding under memory pressure: steps, preemptions, recomputed tokens, finish order."""
+    """Outcome of decoding under memory pressure: steps, preemptions, resumes, recomputed tokens, finish order."""
 
     steps: int
-    preemptions: list[tuple[int, Hashable, int]]  # (step, sequence, tokens to recompute)
-    recomputed_tokens: int
+    preemptions: list[tuple[int, Hashable, int]]  # (step, sequence, tokens it held when preempted)
+    resumes: list[tuple[int, Hashable, int]]  # (step, sequence, tokens recomputed on resume)
+    recomputed_tokens: int  # sum of what the resumes recomputed (the prefix cache saves the rest)
     finished: list[Hashable]
     used_blocks: list[int]  # blocks in use after each step
 
 
 def decode_with_preemption(num_blocks: int, block_size: int, prompts: dict[Hashable, Sequence[int]],
                            output_tokens: int) -> PreemptionRun:
-    """Admit prompts first come first served and decode ``output_tokens`` each, preempting by recomputation.
+    """Decode ``output_tokens`` for each prompt under a pool of ``num_blocks``, preempting by recomputation.
 
-    Every step appends one token to each running sequence; when one cannot get a block, the
-    most recently admitted running sequence is preempted (its blocks freed, its tokens kept)
-    and re-admitted later, recomputing whatever the prefix cache no longer holds.
+    Scheduling follows vLLM v1: each step first serves the running sequences, oldest first,
+    appending one token each; when one cannot get a block, the most recently admitted
+    running sequence is preempted (its blocks freed, its tokens kept, put at the head of the
+    waiting queue). Only a step that preempted nobody admits waiting sequences (first come,
+    first served); a resumed sequence recomputes what the prefix cache no longer holds.
     """
+    positive_int("num_blocks", num_blocks)
+    positive_int("block_size", block_size)
     positive_int("output_tokens", output_tokens)
+    if not prompts:
+        raise ValueError("prompts must not be empty")
     bm = BlockManager(num_blocks, block_size)
     waiting = list(prompts)
     running: list[Hashable] = []
     produced = {s: 0 for s in prompts}
-    preemptions, finished, used = [], [], []
+    preemptions, resumes, finished, used = [], [], [], []
     step = 0
+    limit = 10 * (len(prompts) + 1) * (output_tokens + 1) * (num_blocks + 1)
     while waiting or running:
         step += 1
-        if step > 100 * (len(prompts) + 1) * (output_tokens + 1):
-            raise ValueError("no progress: a single sequence does not fit in num_blocks")
-        while waiting:
-            s = waiting[0]
-            toks = list(prompts[s]) + [1_000_000 + i for i in range(produced[s])]
-            if not bm.can_allocate(toks):
-                break
-            if s in bm.seqs:
-                bm.resume(s)
-            else:
-                bm.allocate(s, toks)
-            running.append(waiting.pop(0))
-        for s in list(running):
+        if step > limit:
+            raise ValueError("num_blocks is too small: a single sequence does not fit")
+        preempted_now = False
+        for s in list(running):  # running sequences first, oldest first
             if s not in running:
-                continue
+                continue  # preempted earlier in this step
             while not bm.can_append(s, 1) and running[-1] != s:
                 victim = running.pop()
                 preemptions.append((step, victim, bm.preempt(victim)))
                 waiting.insert(0, victim)
+                preempted_now = True
             if not bm.can_append(s, 1):
                 running.remove(s)
                 preemptions.append((step, s, bm.preempt(s)))
                 waiting.insert(0, s)
+                preempted_now = True
                 continue
             bm.append(s, [1_000_000 + produced[s]])
             produced[s] += 1
@@ -102,8 +105,18 @@ def decode_with_preemption(num_blocks: int, block_size: int, prompts: dict[Hasha
                 running.remove(s)
                 bm.free(s)
                 finished.append(s)
+        while waiting and not preempted_now:  # admission only in a step without preemption
+            s = waiting[0]
+            toks = list(prompts[s]) + [1_000_000 + i for i in range(produced[s])]
+            if not bm.can_allocate(toks):
+                break
+            if s in bm.seqs:
+                resumes.append((step, s, bm.resume(s)))
+            else:
+                bm.allocate(s, toks)
+            running.append(waiting.pop(0))
         used.append(bm.num_used)
-    return PreemptionRun(step, preemptions, bm.recomputed_tokens, finished, used)
+    return PreemptionRun(step, preemptions, resumes, sum(r for _, _, r in resumes), finished, used)
 
 
 def refcount_steps() -> list[tuple[str, PoolState]]:
@@ -116,9 +129,9 @@ def refcount_steps() -> list[tuple[str, PoolState]]:
     out.append(("A finishes: refs drop to 1, B still reads them", bm.state()))
     step = bm.begin_step(["B"])
     bm.free("B")
-    out.append(("B is cancelled while a step reads its blocks: draining", bm.state()))
+    out.append(("B cancelled mid-step: refs 0, the step still reads them (draining)", bm.state()))
     bm.end_step(step)
-    out.append(("the step completes: the blocks return to the free pool", bm.state()))
+    out.append(("step done: refs 0 AND accelerator done, so the blocks are free", bm.state()))
     return out
 
 

@@ -7,11 +7,16 @@ When space runs out, unlocked leaves are evicted, lowest policy score first; a p
 last child goes becomes a leaf itself. Capacity and sizes are in tokens.
 
 Policies (lower score is evicted first):
-* ``LRU``: last access time (a logical clock that ticks once per ``match`` and per ``insert``);
+* ``LRU``: last access time, on a logical clock that ticks once per request (``match`` ticks;
+  the ``insert`` that finishes the same request does not, but refreshes the path it walks,
+  as SGLang's ``_insert_helper`` does);
 * ``ValuePerByte``: expected saving per byte, p_hat x saving_s / bytes, where the hit
-  probability p_h of V_h = p_h (T_r - T_f) - T_m, unknown in advance, is the larger of a hint
-  given when the prefix was cached (an agent turn that ends in a tool call will likely be
-  continued) and the node's history: reuses / cache operations since it was cached. Ties go LRU.
+  probability p_h of V_h = p_h (T_r - T_f) - T_m, unknown in advance, is estimated from the
+  node's history as reuses / (reuses + 1): the fraction of this prefix's uses so far that
+  were followed by another use, a probability per use like p_h itself. With ``use_hint`` it
+  is the larger of that and a hint the request gave when it cached the prefix (an agent turn
+  that ends in a tool call will likely be continued); the hint is knowledge from outside the
+  cache: it tells the policy in advance which contexts will come back. Ties go LRU.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ._validate import fraction, non_negative_int, positive, positive_int
+from .calibration import PREFILL_MFU_BATCH1, prefill_time
+from .roofline import efficiency
 
 
 @dataclass(eq=False)
@@ -71,14 +78,17 @@ class ValuePerByte:
 
     name = "value per byte"
 
-    def __init__(self, saving_s: Callable[[int, int], float], bytes_per_token: float) -> None:
+    def __init__(self, saving_s: Callable[[int, int], float], bytes_per_token: float, use_hint: bool = True) -> None:
         self.saving_s = saving_s  # (new tokens, cached tokens before them) -> seconds a hit saves
         self.bytes_per_token = positive("bytes_per_token", bytes_per_token)
+        self.use_hint = bool(use_hint)
+        self.name = "value per byte" if use_hint else "value per byte, no hint"
 
-    @staticmethod
-    def hit_probability(node: RadixNode, cache: RadixCache) -> float:
-        """Estimated p_h: the hint it was cached with, or reuses / cache operations since it was cached."""
-        return max(node.reuse_hint, (node.hits - 1) / (cache.clock - node.created + 1))
+    def hit_probability(self, node: RadixNode, cache: RadixCache) -> float:
+        """Estimated p_h per use: reuses / (reuses + 1), or the hint it was cached with if larger (``use_hint``)."""
+        reuses = node.hits - 1  # hits counts the request that cached it, then one per later match
+        observed = reuses / (reuses + 1)
+        return max(node.reuse_hint, observed) if self.use_hint else observed
 
     def score(self, node: RadixNode, cache: RadixCache) -> float:
         """p_hat x (seconds a hit on this node's tokens saves) / (its bytes)."""
@@ -131,17 +141,20 @@ class RadixCache:
             node = node.parent
 
     # ---- insertion and eviction ------------------------------------------------------
-    def insert(self, tokens: Sequence[int], reuse_hint: float | None = None) -> int:
+    def insert(self, tokens: Sequence[int], reuse_hint: float | None = None, tick: bool = True) -> int:
         """Cache ``tokens`` (evicting as needed); return how many new tokens were stored.
 
-        If locked nodes leave too little room, only the leading part that fits is stored.
-        ``reuse_hint`` (a probability) is recorded on the whole path for value-aware policies.
+        If locked nodes leave too little room, only the leading part that fits is stored. The
+        walked path gets the current access time. ``reuse_hint`` (a probability) is recorded on
+        the whole path for value-aware policies. ``tick=False`` when the same request already
+        ticked the clock with its ``match``.
         """
         if reuse_hint is not None:
             fraction("reuse_hint", reuse_hint)
         tokens = tuple(int(t) for t in tokens)
-        self.clock += 1
-        m = self._walk(tokens, touch=False)
+        if tick:
+            self.clock += 1
+        m = self._walk(tokens, touch=False, refresh=True)
         self.lock(m.node)
         try:
             missing = len(tokens) - m.length
@@ -210,7 +223,7 @@ class RadixCache:
     def _entry(self, node: RadixNode) -> tuple[float, int, int, RadixNode]:
         return (self.policy.score(node, self), node.last_access, id(node), node)
 
-    def _walk(self, tokens: tuple[int, ...], touch: bool) -> Match:
+    def _walk(self, tokens: tuple[int, ...], touch: bool, refresh: bool = False) -> Match:
         node, i = self.root, 0
         while i < len(tokens) and tokens[i] in node.children:
             child = node.children[tokens[i]]
@@ -220,6 +233,8 @@ class RadixCache:
             node, i = child, i + k
             if touch:
                 self._touch(node)
+            elif refresh:
+                node.last_access = self.clock
         return Match(i, node)
 
     def _touch(self, node: RadixNode) -> None:
@@ -271,18 +286,54 @@ def replay(requests: Sequence, capacity_tokens: int, policy: LRU | ValuePerByte 
     """Run ``requests`` one after another through a cache of ``capacity_tokens``; count hit input tokens.
 
     Each request (with ``name``, ``input_ids``, ``output_ids``, ``session``, ``reuse_hint``) matches its input,
-    keeps the match locked while it runs, and caches its input and output when it finishes, so
-    the next turn of a conversation can hit everything the previous turn computed.
+    keeps the match locked while it runs, and caches what it computed when it finishes: its
+    input and output but the last output token, whose KV is never written (a finished request
+    holds prompt + output - 1 tokens), as SGLang's ``cache_finished_req`` does. The clock
+    ticks once per request.
     """
     cache = RadixCache(capacity_tokens, policy)
     names, inputs, hits, session = [], [], [], []
     for r in requests:
         m = cache.match(r.input_ids)
         cache.lock(m.node)
-        cache.insert(tuple(r.input_ids) + tuple(r.output_ids), getattr(r, "reuse_hint", None))
+        computed = (tuple(r.input_ids) + tuple(r.output_ids))[:-1]
+        cache.insert(computed, getattr(r, "reuse_hint", None), tick=False)
         cache.unlock(m.node)
         names.append(r.name)
         inputs.append(len(r.input_ids))
         hits.append(m.length)
         session.append(bool(r.session))
     return ReplayResult(names, inputs, hits, session)
+
+
+def eviction_sweep(requests: Sequence, pool_bytes: Sequence[float], bytes_per_token: float,
+                   policies: dict[str, Callable[[], LRU | ValuePerByte]]) -> dict[str, list[int]]:
+    """Session tokens hit by ``replay`` for each pool size (bytes) and each policy (name -> factory)."""
+    positive("bytes_per_token", bytes_per_token)
+    if not policies:
+        raise ValueError("policies must not be empty")
+    out: dict[str, list[int]] = {name: [] for name in policies}
+    for b in pool_bytes:
+        cap = int(positive("pool_bytes", b) // bytes_per_token)
+        if cap < 1:
+            raise ValueError(f"pool_bytes {b} holds no token")
+        for name, make in policies.items():
+            out[name].append(replay(requests, cap, make()).session_hit_tokens)
+    return out
+
+
+def standard_policies(model, accelerator, mfu: float | None = None) -> dict[str, Callable[[], LRU | ValuePerByte]]:
+    """LRU, value per byte (with the requests' reuse hints) and value per byte without hints, for ``eviction_sweep``.
+
+    A hit on a node saves the prefill of its tokens after its cached prefix
+    (``calibration.prefill_time``); the pool is on the device, so T_f = 0.
+    """
+    eff = PREFILL_MFU_BATCH1 if mfu is None else efficiency("mfu", mfu)
+    per_token = model.kv_bytes_per_token()
+
+    def saving(n: int, c: int) -> float:
+        return prefill_time(model, accelerator, n, c, mfu=eff)
+
+    return {"LRU": LRU,
+            "value per byte": lambda: ValuePerByte(saving, per_token),
+            "value per byte, no hint": lambda: ValuePerByte(saving, per_token, use_hint=False)}

@@ -56,3 +56,64 @@ def spacing_tradeoff(context_tokens: int, interval: int,
     worst = min(interval - 1, context_tokens)
     mean = float((np.arange(context_tokens + 1) % interval).mean())
     return n, snapshot_storage(n, bytes_per_snapshot), worst, mean
+
+
+# ---- DeepSeek V4.1: restoring encoder state after a prefix hit (8.3.3, Figure 8-21) -----------
+#: Where the chapter's DeepSeek V4.1 discussion keeps each kind of state.
+DEEPSEEK_V41_STATE_HOME = {
+    "global KV": "long-lived prefix cache (compressed to about 1/4 in V4.1)",
+    "encoder SWA": "host DRAM pool, short-term (moved out of the persistent cache)",
+    "decoder SWA": "accelerator, this turn's generation only (not kept as prefix cache)",
+}
+
+
+@dataclass(frozen=True)
+class HybridRestore:
+    """One restore path of a CED model: encoder tokens replayed, recomputed and new, then the decoder window replay."""
+
+    path: str
+    global_hit: bool
+    encoder_swa_hit: bool
+    encoder_replayed: int  # cached-prefix tokens run again through the encoder to rebuild its SWA
+    encoder_recomputed: int  # prefix tokens recomputed because their global KV is missing
+    encoder_new: int  # the uncached suffix
+    decoder_window: int  # last tokens of the full prompt whose encoder outputs go through the decoder
+    decoder_layers: int
+
+    @property
+    def encoder_tokens(self) -> int:
+        """Tokens the encoder processes in this prefill."""
+        return self.encoder_replayed + self.encoder_recomputed + self.encoder_new
+
+
+def hybrid_restore_paths(global_hit: bool, encoder_swa_hit: bool, prefix_tokens: int, suffix_tokens: int,
+                         window: int = 128, decoder_layers: int = 20) -> HybridRestore:
+    """The restore path for a cached ``prefix_tokens`` plus ``suffix_tokens`` new ones, given which states hit.
+
+    Both hit: the encoder runs only the suffix. Only the global KV hits: it also replays the
+    last ``window`` tokens of the prefix to rebuild its SWA (an approximate state). The global
+    KV misses: the prefix is recomputed (a kept encoder SWA is useless without it). Every path
+    ends with the same step: the encoder outputs of the prompt's last ``window`` tokens go
+    through the ``decoder_layers`` decoder layers to rebuild the decoder SWA.
+    """
+    p = non_negative_int("prefix_tokens", prefix_tokens)
+    s = non_negative_int("suffix_tokens", suffix_tokens)
+    w = positive_int("window", window)
+    positive_int("decoder_layers", decoder_layers)
+    if p + s == 0:
+        raise ValueError("prefix_tokens + suffix_tokens must be positive")
+    if global_hit and encoder_swa_hit:
+        path, replayed, recomputed = "global KV + encoder SWA hit", 0, 0
+    elif global_hit:
+        path, replayed, recomputed = "only global KV hits", min(w, p), 0
+    else:
+        path, replayed, recomputed = "global KV misses", 0, p
+    return HybridRestore(path, bool(global_hit), bool(encoder_swa_hit), replayed, recomputed, s, min(w, p + s),
+                         decoder_layers)
+
+
+def hybrid_restore_table(prefix_tokens: int, suffix_tokens: int, window: int = 128,
+                         decoder_layers: int = 20) -> list[HybridRestore]:
+    """The chapter's three restore paths (both hit, only global KV hits, miss) for the same prompt."""
+    return [hybrid_restore_paths(g, e, prefix_tokens, suffix_tokens, window, decoder_layers)
+            for g, e in ((True, True), (True, False), (False, False))]

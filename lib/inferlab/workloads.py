@@ -2,10 +2,13 @@
 
 The chapter replays a real 12-turn coding-agent session (19,556 input tokens) against a
 prefix cache; that trace is not public. This generator makes one with the same structure:
-a stable head (system prompt + tool definitions) shared by every turn, a task, then turns
-that append the assistant's tool call and the tool's result, and occasional rewrites where
-the harness re-renders part of the history (everything after the rewritten position changes,
-so reuse stops there). Token ids are random; only their equality matters for caching.
+a stable head (system prompt + tool definitions) shared by every turn; a first turn that
+shares only that head (a side call such as planning the task, as in the chapter's Figure
+8-17, where the first four turns share 206 tokens and turns 2-4 then extend one path); then
+a main line, head + task, whose turns append the assistant's tool call and the tool's
+result; and occasional rewrites where the harness re-renders part of the history
+(everything after the rewritten position changes, so reuse stops there). Token ids are
+random; only their equality matters for caching.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ class TraceRequest:
     output_ids: tuple[int, ...]
     session: bool = False  # True for the agent session under study
     turn: int = -1  # turn number within the session (0-based), -1 for other traffic
-    kind: str = "other"  # 'first', 'append', 'rewrite' or 'other'
+    kind: str = "other"  # 'first' (turn 1, and the main line's first turn), 'append', 'rewrite' or 'other'
     reuse_hint: float | None = None  # engine's prior that this context is continued (None: unknown)
 
     def __post_init__(self) -> None:
@@ -54,8 +57,14 @@ def agent_session(
     output_tokens: float = 60,
     rewrite_prob: float = 0.15,
     reuse_hint: float = 0.9,
+    first_turn_diverges: bool = True,
 ) -> list[TraceRequest]:
-    """A coding-agent session: turn k's input = turn k-1's input + its output + a tool result (or a rewrite)."""
+    """A coding-agent session: turn k's input = turn k-1's input + its output + a tool result (or a rewrite).
+
+    With ``first_turn_diverges`` turn 1 is a side call that shares only the head (system prompt
+    + tool definitions) and turn 2 starts the main line (head + task + first tool result).
+    ``reuse_hint`` is the prior each main-line turn but the last carries (it ends in a tool call).
+    """
     positive_int("turns", turns)
     for name, v in (("system_tokens", system_tokens), ("tool_definition_tokens", tool_definition_tokens),
                     ("task_tokens", task_tokens)):
@@ -68,9 +77,16 @@ def agent_session(
     head = _ids(np.random.default_rng(10_000 + system_tokens), system_tokens) + _ids(rng, tool_definition_tokens)
     context = head + _ids(rng, task_tokens)
     out: list[TraceRequest] = []
+    side = head + _ids(rng, _length(rng, task_tokens / 4)) if first_turn_diverges else None
     for k in range(turns):
         kind = "first"
-        if k:
+        if k == 0 and side is not None:
+            # a side call: nothing continues it, so it carries no reuse hint
+            out.append(TraceRequest("turn 1", side, _ids(rng, _length(rng, output_tokens)), True, 0, "first", 0.0))
+            continue
+        if k == 1 and side is not None:
+            context = context + _ids(rng, _length(rng, tool_result_tokens))
+        elif k:
             kind = "append"
             context = context + out[-1].output_ids
             if rng.random() < rewrite_prob and len(context) > len(head) + 1:
@@ -117,10 +133,14 @@ def agent_workload(seed: int = 0, turns: int = 12, other_per_gap: int = 4, other
 
 
 def reuse_from_previous(session: list[TraceRequest]) -> list[int]:
-    """For each turn, the tokens its input shares with the previous turn's input + output (0 for turn 1)."""
+    """For each turn, the tokens its input shares with what the previous turn computed (0 for turn 1).
+
+    A finished turn holds the KV of its input and output but the last output token
+    (prompt + output - 1 tokens), so that is what the next turn can reuse.
+    """
     shared = [0]
     for prev, cur in zip(session, session[1:]):
-        ctx = prev.input_ids + prev.output_ids
+        ctx = (prev.input_ids + prev.output_ids)[:-1]
         n = 0
         for a, b in zip(ctx, cur.input_ids):
             if a != b:

@@ -13,14 +13,13 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..cache_value import ContextUpdate, PrefixCost, prefix_cost
-from ..calibration import prefill_time
 from ..example import ACCELERATOR, KV_BUDGET_BYTES, MODEL
-from ..memory import (block_table_entries, paged_slots, paged_waste, request_kv_bytes,
+from ..memory import (block_table_entries, max_concurrent_requests, paged_slots, paged_waste, request_kv_bytes,
                       shared_and_private_bytes)
 from ..paging import BlockManager, PoolState
 from ..paging_scenarios import PoolEvent, PreemptionRun, copy_on_write_steps, refcount_steps
-from ..prefix_cache import LRU, RadixCache, RadixNode, ValuePerByte, replay
-from ..snapshots import Restore, restore, snapshot_positions, spacing_tradeoff
+from ..prefix_cache import RadixCache, RadixNode, eviction_sweep, standard_policies
+from ..snapshots import HybridRestore, Restore, restore, snapshot_positions, spacing_tradeoff
 from ..units import GB, GiB, MiB, ms
 from ..workloads import agent_workload
 from . import COLORS, caption, deadline_line, new_figure
@@ -93,27 +92,21 @@ def draw_waste_vs_block_size(lengths: Sequence[int], block_sizes: Sequence[int],
     return caption(fig, figure) if figure else fig
 
 
-def draw_pool(state: PoolState, seq_ids: Sequence[Hashable] | None = None, title: str = "",
-              figure: str = "", names: dict | None = None, token_labels: dict[int, str] | None = None) -> Figure:
-    """Block tables (top) pointing into the physical pool (bottom); shared blocks blue, private orange.
+def _pool_extent(state: PoolState, seq_ids: Sequence[Hashable]) -> tuple[float, float, float, float]:
+    p, gap = state.block_size, 0.6
+    phys_w = state.num_blocks * (p + gap)
+    x_hi = max(phys_w, max((len(state.tables[s]) for s in seq_ids), default=0) * (p + gap))
+    return -0.8 - 0.7 * p - 8, x_hi, -1.3, 2.2 + 1.1 * len(seq_ids)
 
-    ``token_labels`` maps token ids to short names written in their slots (e.g. a, b, c, x, y).
-    """
+
+def _draw_pool_on(ax, state: PoolState, seq_ids: Sequence[Hashable], title: str, names: dict | None,
+                  token_labels: dict[int, str] | None, fontsize: float = 10) -> None:
     tl = token_labels or {}
 
     def lab(tokens: Sequence[int]) -> list[str]:
         return [tl.get(t, "") for t in tokens]
 
-    p = state.block_size
-    seq_ids = list(state.tables) if seq_ids is None else list(seq_ids)
-    n_phys = state.num_blocks
-    gap = 0.6
-    phys_w = n_phys * (p + gap)
-    x_lo = -0.8 - 0.7 * p - 8
-    x_hi = max(phys_w, max((len(state.tables[s]) for s in seq_ids), default=0) * (p + gap))
-    y_lo, y_hi = -1.3, 2.2 + 1.1 * len(seq_ids)
-    width = min(11.0, 2 + 0.32 * max(phys_w, 1))
-    fig, ax = new_figure(width=width, height=0.9 + width * (y_hi - y_lo) / (x_hi - x_lo))
+    p, gap, n_phys = state.block_size, 0.6, state.num_blocks
     pos = {b: b * (p + gap) for b in range(n_phys)}
 
     def color(b: int) -> str:
@@ -142,11 +135,45 @@ def draw_pool(state: PoolState, seq_ids: Sequence[Hashable] | None = None, title
             ax.annotate("", xy=(pos[b] + p / 2, 0.62), xytext=(x + p / 2, y - 0.02),
                         arrowprops=dict(arrowstyle="->", color="#888888", lw=0.7, alpha=0.8))
         ax.text(-0.8, y + 0.3, f"{(names or {}).get(s, s)}: {list(table)}", ha="right", va="center", fontsize=8)
+    x_lo, x_hi, y_lo, _ = _pool_extent(state, seq_ids)
     ax.set_xlim(x_lo, x_hi)
-    ax.set_ylim(y_lo, y_hi)
+    ax.set_ylim(y_lo, 2.2 + 1.1 * max(len(seq_ids), 1))
     _bare(ax)
     ax.set_title(title or f"{state.references} table references, {state.used_blocks} of {n_phys} blocks in use",
-                 fontsize=10)
+                 fontsize=fontsize)
+
+
+def draw_pool(state: PoolState, seq_ids: Sequence[Hashable] | None = None, title: str = "",
+              figure: str = "", names: dict | None = None, token_labels: dict[int, str] | None = None) -> Figure:
+    """Block tables (top) pointing into the physical pool (bottom); shared blocks blue, private orange.
+
+    ``token_labels`` maps token ids to short names written in their slots (e.g. a, b, c, x, y).
+    """
+    seq_ids = list(state.tables) if seq_ids is None else list(seq_ids)
+    x_lo, x_hi, y_lo, y_hi = _pool_extent(state, seq_ids)
+    width = min(11.0, 2 + 0.32 * max(state.num_blocks * (state.block_size + 0.6), 1))
+    fig, ax = new_figure(width=width, height=0.9 + width * (y_hi - y_lo) / (x_hi - x_lo))
+    _draw_pool_on(ax, state, seq_ids, title, names, token_labels)
+    return caption(fig, figure) if figure else fig
+
+
+def draw_pool_steps(steps: Sequence[tuple[str, PoolState]], ncols: int = 2,
+                    token_labels: dict[int, str] | None = None, figure: str = "") -> Figure:
+    """Several states of the pool side by side, numbered in order (Figure 8-14's four states in a 2 x 2 grid)."""
+    if not steps:
+        raise ValueError("steps must not be empty")
+    nrows = -(-len(steps) // ncols)
+    # every panel lists the sequences of the first state, so the rows stay in place as they disappear
+    names = list(dict.fromkeys(s for _, st in steps for s in st.tables))
+    fig, axes = new_figure(nrows, ncols, width=11, height=1.8 * nrows + 0.3)
+    fig.subplots_adjust(left=0.02, right=0.98, wspace=0.08, hspace=0.35)
+    axes = axes if isinstance(axes, list) else [axes]
+    for i, (ax, (label, state)) in enumerate(zip(axes, steps)):
+        present = [s for s in names if s in state.tables]
+        _draw_pool_on(ax, state, present, f"{i + 1}. {label}", None, token_labels, fontsize=9)
+        ax.set_ylim(-1.3, 2.2 + 1.1 * len(names))
+    for ax in axes[len(steps):]:
+        ax.set_axis_off()
     return caption(fig, figure) if figure else fig
 
 
@@ -165,20 +192,18 @@ def draw_branch_sharing(refs: int, physical: int, title: str = "", figure: str =
 
 
 def draw_capacity_vs_requests(n_max: int, independent_bytes: float, shared_bytes: float, private_bytes: float,
-                              budget_bytes: float, figure: str = "") -> Figure:
-    """KV of n requests stored independently vs sharing a prefix, against the KV budget."""
+                              budget_bytes: float, fit_independent: int, fit_shared: int, figure: str = "") -> Figure:
+    """KV of n requests stored independently vs sharing a prefix, against the KV budget, with the fit counts given."""
     fig, ax = new_figure(width=6.5, height=3.2)
     ns = list(range(1, n_max + 1))
     ax.plot(ns, [n * independent_bytes / GiB for n in ns], color=COLORS["kv"], label="independent")
     ax.plot(ns, [(shared_bytes + n * private_bytes) / GiB for n in ns], color=COLORS["shared"],
             label="shared prefix")
     deadline_line(ax, budget_bytes / GiB, f"KV budget {budget_bytes / GiB:.0f} GiB", vertical=False)
-    fit_i = int(budget_bytes // independent_bytes)
-    fit_s = int((budget_bytes - shared_bytes) // private_bytes)
-    for n, c in ((fit_i, COLORS["kv"]), (fit_s, COLORS["shared"])):
-        if 1 <= n <= n_max:
-            ax.axvline(n, color=c, ls=":", lw=1)
-            ax.text(n, budget_bytes / GiB * 0.05, f" {n}", color=c)
+    for i, (n, c) in enumerate(((fit_independent, COLORS["kv"]), (fit_shared, COLORS["shared"]))):
+        ax.axvline(n, color=c, ls=":", lw=1)
+        ax.text(n, budget_bytes / GiB * (0.05 + 0.12 * i), f" {n} fit", color=c)
+    ax.set_xlim(0, n_max)
     ax.set_xlabel("requests")
     ax.set_ylabel("KV to completion (GiB)")
     ax.set_ylim(0, max(budget_bytes / GiB * 1.6, 1))
@@ -247,7 +272,6 @@ def draw_prefix_tree(cache: RadixCache, leaf_labels: dict[tuple[int, ...], str] 
     labels = leaf_labels or {}
     for node, lane in lanes:
         y = n_lanes - 1 - lane
-        shared = len(node.children) > 1 or node.parent is not cache.root and False
         ax.barh(y, len(node.key), left=node.start, height=0.5, color=COLORS["shared"] if node.children
                 else COLORS["private"], edgecolor="white")
         ax.text(node.start + len(node.key) / 2, y, f"+{len(node.key)}", ha="center", va="center", fontsize=7,
@@ -261,7 +285,6 @@ def draw_prefix_tree(cache: RadixCache, leaf_labels: dict[tuple[int, ...], str] 
         elif label:
             ax.text(node.end, y + 0.27, label.replace("turn ", "t"), ha="center", va="bottom", fontsize=6,
                     color=_EDGE)
-        del shared
     ax.set_yticks([])
     ax.set_xlabel("token position")
     ax.set_ylim(-0.7, n_lanes - 0.3)
@@ -310,21 +333,69 @@ def draw_snapshot_restore(r: Restore, snapshots: Sequence[int], context_tokens: 
 
 
 def draw_context_updates(options: Sequence[ContextUpdate], figure: str = "") -> Figure:
-    """Reused prefix, reprocessed input and generated summary of each way to update a context (Figure 8-20)."""
-    fig, ax = new_figure(width=7, height=2.6)
-    fig.subplots_adjust(left=1.9 / 7)
-    ys = list(range(len(options)))[::-1]
+    """Each way to update a context, in the order its work happens (Figure 8-20).
+
+    An update that reads the cached history first (the summary) gets two rows: the summary
+    step, a cache hit on the history plus the generated summary, then the rebuilt cache.
+    """
+    rows: list[tuple[str, float, float, float, str]] = []  # label, reused, processed, generated, reused label
+    for o in options:
+        if o.read_cached_tokens:
+            rows.append((f"{o.name}:\n1. write the summary", o.read_cached_tokens, 0, o.generated_tokens, "hit"))
+            rows.append(("2. rebuild the cache", 0, o.processed_tokens, 0, ""))
+        else:
+            rows.append((o.name, o.reused_tokens, o.processed_tokens, 0, ""))
+    fig, ax = new_figure(width=7, height=0.5 * len(rows) + 1.2)
+    fig.subplots_adjust(left=2.0 / 7)
+    ys = list(range(len(rows)))[::-1]
     k = 1024
-    ax.barh(ys, [o.reused_tokens / k for o in options], color=COLORS["shared"], label="reused prefix")
-    ax.barh(ys, [o.processed_tokens / k for o in options], left=[o.reused_tokens / k for o in options],
-            color=COLORS["private"], label="processed again")
-    ax.barh(ys, [o.generated_tokens / k for o in options],
-            left=[(o.reused_tokens + o.processed_tokens) / k + 0.3 for o in options], color=COLORS["decode"],
-            label="summary generated first")
-    ax.set_yticks(ys, [o.name for o in options])
+    ax.barh(ys, [r[1] / k for r in rows], color=COLORS["shared"], label="reused prefix (cache hit)")
+    ax.barh(ys, [r[2] / k for r in rows], left=[r[1] / k for r in rows], color=COLORS["private"],
+            label="processed again")
+    ax.barh(ys, [r[3] / k for r in rows], left=[(r[1] + r[2]) / k for r in rows], color=COLORS["decode"],
+            label="summary generated")
+    for y, r in zip(ys, rows):
+        if r[4]:
+            ax.text(r[1] / k / 2, y, "history read from the cache", ha="center", va="center", fontsize=7,
+                    color="white")
+    ax.set_yticks(ys, [r[0] for r in rows], fontsize=8)
     ax.set_xlabel("K tokens")
-    ax.set_xlim(0, max(o.reused_tokens + o.processed_tokens + o.generated_tokens for o in options) / k * 1.45)
+    ax.set_xlim(0, max(r[1] + r[2] + r[3] for r in rows) / k * 1.45)
     ax.legend(loc="lower right", fontsize=8)
+    return caption(fig, figure) if figure else fig
+
+
+def draw_hybrid_restore(paths: Sequence[HybridRestore], figure: str = "") -> Figure:
+    """Each encoder restore path as a flow of boxes, ending in the common decoder window replay (Figure 8-21)."""
+    fig, ax = new_figure(width=9, height=0.95 * len(paths) + 0.8)
+    fig.subplots_adjust(left=0.01, right=0.99, bottom=0.02)
+    xs = [0.0, 2.55, 5.3, 7.8]
+    widths = [2.2, 2.4, 2.2, 1.1]
+    for r, path in enumerate(paths):
+        y = len(paths) - 1 - r
+        hits = ("global KV " + ("hit" if path.global_hit else "miss") + "\nencoder SWA "
+                + ("hit" if path.encoder_swa_hit else "miss"))
+        if path.encoder_recomputed:
+            enc = f"encoder: recompute the\n{path.encoder_recomputed:,}-token prefix + {path.encoder_new:,} new"
+            enc_color = COLORS["private"]
+        elif path.encoder_replayed:
+            enc = f"encoder: replay last {path.encoder_replayed}\nprefix tokens + {path.encoder_new:,} new"
+            enc_color = COLORS["highlight"]
+        else:
+            enc = f"encoder: only the\n{path.encoder_new:,} new tokens"
+            enc_color = COLORS["shared"]
+        boxes = [(hits, COLORS["unused"], "black"), (enc, enc_color, "white"),
+                 (f"decoder: last {path.decoder_window} tokens\nx {path.decoder_layers} layers (SWA rebuilt)",
+                  COLORS["weights"], "white"), ("decode", COLORS["decode"], "white")]
+        for i, ((text, color, tc), x, w) in enumerate(zip(boxes, xs, widths)):
+            ax.add_patch(Rectangle((x, y + 0.12), w, 0.7, facecolor=color, edgecolor=_EDGE, lw=0.8))
+            ax.text(x + w / 2, y + 0.47, text, ha="center", va="center", fontsize=7.5, color=tc)
+            if i:
+                ax.annotate("", xy=(x, y + 0.47), xytext=(xs[i - 1] + widths[i - 1], y + 0.47),
+                            arrowprops=dict(arrowstyle="->", color=_EDGE, lw=1))
+    ax.set_xlim(-0.05, 9.0)
+    ax.set_ylim(0, len(paths))
+    ax.set_axis_off()
     return caption(fig, figure) if figure else fig
 
 
@@ -422,25 +493,39 @@ def branch_sharing_view(branches: int = 4, prefix_tokens: int = 1520, block_size
 
 
 def shared_batch_view(prefix_tokens: int = 6144, block_size: int = 16) -> Figure:
-    """Long requests (8192 in, 256 out) stored independently vs sharing ``prefix_tokens``, in a 12 GiB budget."""
+    """Long requests (8192 in, 256 out) stored independently vs sharing ``prefix_tokens``, in a 12 GiB budget.
 
-    model = MODEL
-    shared, private = shared_and_private_bytes(model, 8192, 256, block_size, prefix_tokens)
-    return draw_capacity_vs_requests(40, request_kv_bytes(model, 8192, 256, block_size), shared, private,
-                                     KV_BUDGET_BYTES)
+    The shared part is capped one token short of the prompt: its last token is always computed.
+    """
+    model, budget = MODEL, KV_BUDGET_BYTES
+    prefix = min(prefix_tokens, 8192 - 1)
+    shared, private = shared_and_private_bytes(model, 8192, 256, block_size, prefix)
+    fit_i = max_concurrent_requests(budget, model, 8192, 256, block_size)
+    fit_s = max_concurrent_requests(budget, model, 8192, 256, block_size, prefix)
+    fig = draw_capacity_vs_requests(int(max(fit_i, fit_s) * 1.25) + 2, request_kv_bytes(model, 8192, 256, block_size),
+                                    shared, private, budget, fit_i, fit_s)
+    fig.axes[0].set_title(f"{prefix:,}-token shared prefix, p = {block_size}: {fit_s} requests fit instead of {fit_i}",
+                          fontsize=10)
+    return fig
 
 
 def refcount_view(step: int = 0) -> Figure:
     """One state of the reference-count walk-through (Figure 8-14)."""
 
-    label, state = refcount_steps()[step]
+    steps = refcount_steps()
+    if not 0 <= step < len(steps):
+        raise ValueError(f"step must lie in [0, {len(steps) - 1}], got {step}")
+    label, state = steps[step]
     return draw_pool(state, title=f"step {step}: {label}")
 
 
 def copy_on_write_view(step: int = 0) -> Figure:
     """One state of the copy-on-write walk-through (Figure 8-15)."""
 
-    label, state = copy_on_write_steps()[step]
+    steps = copy_on_write_steps()
+    if not 0 <= step < len(steps):
+        raise ValueError(f"step must lie in [0, {len(steps) - 1}], got {step}")
+    label, state = steps[step]
     return draw_pool(state, title=f"step {step}: {label}", token_labels=COW_LABELS)
 
 
@@ -482,30 +567,23 @@ def cache_choice_view(link_gb_per_s: float = 64, p_hit: float = 0.5) -> Figure:
 POOL_GRID_GIB = tuple(x / 2 for x in range(1, 17))  # 0.5 ... 8 GiB
 
 
-@lru_cache(maxsize=4)
-def eviction_sweep(seed: int = 13, other_per_gap: int = 8) -> dict[str, list[int]]:
-    """Session tokens hit for each pool of ``POOL_GRID_GIB`` under LRU and value per byte (cached)."""
+POOL_SEED, POOL_OTHER_PER_GAP = 13, 8  # the replay of 8.3.4: seed-13 session, eight competing requests per gap
 
-    model, acc = MODEL, ACCELERATOR
-    per_token = model.kv_bytes_per_token()
-    trace = agent_workload(seed, other_per_gap=other_per_gap)
-    out: dict[str, list[int]] = {"LRU": [], "value per byte": []}
-    for gib in POOL_GRID_GIB:
-        cap = int(gib * GiB // per_token)
-        out["LRU"].append(replay(trace, cap, LRU()).session_hit_tokens)
-        vpb = ValuePerByte(lambda n, c: prefill_time(model, acc, n, c), per_token)
-        out["value per byte"].append(replay(trace, cap, vpb).session_hit_tokens)
-    out["total"] = [sum(len(r.input_ids) for r in trace if r.session)]
-    return out
+
+@lru_cache(maxsize=1)
+def pool_sweep() -> tuple[dict[str, list[int]], int]:
+    """``prefix_cache.eviction_sweep`` of the 8.3.4 workload over ``POOL_GRID_GIB`` (cached), and its session tokens."""
+    trace = agent_workload(POOL_SEED, other_per_gap=POOL_OTHER_PER_GAP)
+    hits = eviction_sweep(trace, [g * GiB for g in POOL_GRID_GIB], MODEL.kv_bytes_per_token(),
+                          standard_policies(MODEL, ACCELERATOR))
+    return hits, sum(len(r.input_ids) for r in trace if r.session)
 
 
 def pool_view(pool_gib: float = 6.0) -> Figure:
-    """Hit tokens of the synthetic agent session against pool size, LRU vs value per byte; marks ``pool_gib``."""
-    sweep = eviction_sweep()
-    hits = {k: v for k, v in sweep.items() if k != "total"}
-    total = sweep["total"][0]
+    """Hit tokens of the synthetic agent session against pool size, per eviction policy; marks ``pool_gib``."""
+    hits, total = pool_sweep()
     fig = draw_hits_vs_pool([g * GiB for g in POOL_GRID_GIB], hits, total, pool_gib * GiB)
     i = min(range(len(POOL_GRID_GIB)), key=lambda j: abs(POOL_GRID_GIB[j] - pool_gib))
-    fig.axes[0].set_title(f"{POOL_GRID_GIB[i]:g} GiB pool: LRU hits {hits['LRU'][i]:,}, value per byte "
-                          f"{hits['value per byte'][i]:,} of {total:,}", fontsize=10)
+    fig.axes[0].set_title(f"{POOL_GRID_GIB[i]:g} GiB pool: " + ", ".join(f"{k} {v[i]:,}" for k, v in hits.items())
+                          + f"\nof {total:,}", fontsize=9)
     return fig
