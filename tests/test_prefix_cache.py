@@ -253,3 +253,14 @@ class RadixMachine(RuleBasedStateMachine):
 TestRadixStateful = RadixMachine.TestCase
 TestRadixStateful.settings = settings(max_examples=STATEFUL_EXAMPLES, stateful_step_count=STATEFUL_STEPS,
                                       deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def test_replay_never_counts_the_last_input_token_as_a_hit() -> None:
+    from types import SimpleNamespace
+
+    from inferlab.prefix_cache import replay
+
+    a = SimpleNamespace(name="a", input_ids=(1, 2, 3, 4), output_ids=(9,), session=True, reuse_hint=None)
+    again = SimpleNamespace(name="b", input_ids=(1, 2, 3, 4), output_ids=(8,), session=True, reuse_hint=None)
+    result = replay([a, again], capacity_tokens=100)
+    assert result.hit_tokens == [0, 3]  # the repeated prompt recomputes its last token

@@ -10,6 +10,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from ._validate import non_negative_int, positive_int
+from .memory import blocks_for, kv_tokens
 from .paging import BlockManager, PoolState
 
 @dataclass(frozen=True)
@@ -73,6 +74,10 @@ def decode_with_preemption(num_blocks: int, block_size: int, prompts: dict[Hasha
     positive_int("output_tokens", output_tokens)
     if not prompts:
         raise ValueError("prompts must not be empty")
+    for name, prompt in prompts.items():  # each sequence must at least fit alone, or nothing can finish
+        need = blocks_for(kv_tokens(len(prompt), output_tokens), block_size)
+        if need > num_blocks:
+            raise ValueError(f"num_blocks ({num_blocks}) is too small: sequence {name!r} alone needs {need} blocks")
     bm = BlockManager(num_blocks, block_size)
     waiting = list(prompts)
     running: list[Hashable] = []

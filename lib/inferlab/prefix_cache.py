@@ -288,13 +288,14 @@ def replay(requests: Sequence, capacity_tokens: int, policy: LRU | ValuePerByte 
     Each request (with ``name``, ``input_ids``, ``output_ids``, ``session``, ``reuse_hint``) matches its input,
     keeps the match locked while it runs, and caches what it computed when it finishes: its
     input and output but the last output token, whose KV is never written (a finished request
-    holds prompt + output - 1 tokens), as SGLang's ``cache_finished_req`` does. The clock
-    ticks once per request.
+    holds prompt + output - 1 tokens), as SGLang's ``cache_finished_req`` does. A hit covers at
+    most input - 1 tokens: the last input token always runs, for the logits of the first output
+    (SGLang caps the match at input_len - 1). The clock ticks once per request.
     """
     cache = RadixCache(capacity_tokens, policy)
     names, inputs, hits, session = [], [], [], []
     for r in requests:
-        m = cache.match(r.input_ids)
+        m = cache.match(tuple(r.input_ids)[:-1])
         cache.lock(m.node)
         computed = (tuple(r.input_ids) + tuple(r.output_ids))[:-1]
         cache.insert(computed, getattr(r, "reuse_hint", None), tick=False)

@@ -13,15 +13,16 @@ import math
 from collections import Counter
 from collections.abc import Hashable, Iterable
 
-from ._validate import fraction, non_negative, non_negative_int, positive, positive_int
+from ._validate import non_negative, non_negative_int, positive, positive_int
 from .hardware import Accelerator
 from .models import ModelSpec
 
 
 def efficiency(name: str, value: float) -> float:
     """Return an efficiency (MFU or MBU, a fraction of a peak) if it lies in (0, 1]; else ValueError."""
-    positive(name, value)
-    return fraction(name, value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ValueError(f"{name} must lie in (0, 1], got {value!r}")
+    return float(value)
 
 
 # ---- bytes ---------------------------------------------------------------------------------

@@ -11,7 +11,10 @@ Policies:
 - ``fixed``: admit a group only when the previous group is done; prefill the group in one iteration.
 - ``continuous``: admit whenever a slot is free; the newcomer's whole prompt runs in the next iteration.
 - ``chunked``: decodes first, then prompt pieces in arrival order, at most one per request per
-  iteration, each at most ``chunk_tokens``, within ``token_budget`` tokens per iteration. By
+  iteration, each at most ``chunk_tokens``, within ``token_budget`` tokens per iteration.
+  Under the whole-piece rule a running prompt whose next piece does not fit is skipped and a
+  later prompt may go first; a waiting request at the head of the queue that does not fit
+  blocks admission behind it (first come, first served). By
   default (SPEC) a piece runs only if it fits whole in what is left of the budget
   (``whole_chunks=True``); ``whole_chunks=False`` cuts it to the budget left, as vLLM does.
 """

@@ -79,8 +79,12 @@ def gantt(schedule: Schedule, xmax_s: float | None = None, title: str | None = N
 
 def draw_example(policy: str = "continuous", max_running: int = 2, token_budget: int = 4096,
                  chunk_tokens: int = 2048, xmax_s: float = 1.3) -> Figure:
-    """Widget callback: section 8.2.2's four requests under ``policy`` and the given limits."""
-    chunk = min(chunk_tokens, token_budget)
+    """Widget callback: section 8.2.2's four requests under ``policy`` and the given limits.
+
+    The chunk is kept below the budget minus the running decodes, so that under the whole-piece
+    rule a full piece always fits beside them (otherwise a long prompt would wait for all decodes).
+    """
+    chunk = max(1, min(chunk_tokens, token_budget - max(1, max_running)))
     s = run_example(policy, max_running=max(1, max_running), token_budget=max(token_budget, max_running),
                     chunk_tokens=chunk)
     return gantt(s, xmax_s=max(xmax_s, s.makespan_s * 1.02))
