@@ -40,7 +40,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/run.py
 
 strip: $(STAMP)  ## remove outputs from every notebook before committing
-	$(VENV)/bin/nbstripout $(wildcard chapters/*.ipynb exercises/*.ipynb)
+	$(VENV)/bin/nbstripout --keep-id $(wildcard chapters/*.ipynb exercises/*.ipynb)
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis
