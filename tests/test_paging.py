@@ -498,3 +498,23 @@ TestBlockManagerStateful = BlockManagerMachine.TestCase
 TestBlockManagerStateful.settings = _SETTINGS
 TestCollidingHashStateful = CollidingHashMachine.TestCase
 TestCollidingHashStateful.settings = _SETTINGS
+
+
+def test_fork_branches_reproduces_the_four_branch_experiment() -> None:
+    from inferlab.paging_scenarios import fork_branches
+
+    state = fork_branches(branches=4, prefix_tokens=95 * 16, private_tokens=9 * 16, block_size=16)
+    assert (state.references, state.used_blocks) == (416, 131)
+    assert fork_branches(1, 0, 5, 4).used_blocks == 2
+
+
+def test_shared_prefix_batch_matches_the_capacity_formula() -> None:
+    from inferlab.example import KV_BUDGET_BYTES, MODEL
+    from inferlab.memory import batch_kv_bytes
+    from inferlab.paging_scenarios import shared_prefix_batch
+
+    per_block = 16 * MODEL.kv_bytes_per_token()
+    bm = shared_prefix_batch(16, 6144, 8192, 256, num_blocks=int(KV_BUDGET_BYTES // per_block))
+    assert bm.num_used * per_block == batch_kv_bytes(16, MODEL, 8192, 256, shared_prefix_tokens=6144)
+    with pytest.raises(ValueError, match="prefix_tokens"):
+        shared_prefix_batch(2, 10, 5, 2, num_blocks=8)

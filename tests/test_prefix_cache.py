@@ -264,3 +264,14 @@ def test_replay_never_counts_the_last_input_token_as_a_hit() -> None:
     again = SimpleNamespace(name="b", input_ids=(1, 2, 3, 4), output_ids=(8,), session=True, reuse_hint=None)
     result = replay([a, again], capacity_tokens=100)
     assert result.hit_tokens == [0, 3]  # the repeated prompt recomputes its last token
+
+
+def test_smallest_pool_reaching_a_share_of_the_best() -> None:
+    from inferlab.prefix_cache import smallest_pool
+
+    assert smallest_pool([0.5, 1, 2, 4], [0, 50, 95, 100]) == 2
+    assert smallest_pool([4, 1, 2], [100, 100, 10], fraction_of_best=1.0) == 1
+    with pytest.raises(ValueError, match="fraction_of_best"):
+        smallest_pool([1], [1], fraction_of_best=0)
+    with pytest.raises(ValueError, match="pool_sizes"):
+        smallest_pool([1, 2], [1])

@@ -124,6 +124,46 @@ def decode_with_preemption(num_blocks: int, block_size: int, prompts: dict[Hasha
     return PreemptionRun(step, preemptions, resumes, sum(r for _, _, r in resumes), finished, used)
 
 
+def fork_branches(branches: int, prefix_tokens: int, private_tokens: int, block_size: int = 16) -> PoolState:
+    """Fork ``branches`` sequences after one shared prompt, then let each append ``private_tokens`` of its own.
+
+    Runs in a real ``BlockManager`` (forks share blocks by reference; writes into a shared tail copy
+    it), and returns the pool's state: references over all tables against physical blocks in use.
+    """
+    positive_int("branches", branches)
+    non_negative_int("prefix_tokens", prefix_tokens)
+    non_negative_int("private_tokens", private_tokens)
+    need = blocks_for(prefix_tokens, block_size) + branches * (blocks_for(private_tokens, block_size) + 2)
+    bm = BlockManager(need, block_size, prefix_caching=False)  # forks share blocks; no content lookup needed
+    bm.allocate(0, list(range(prefix_tokens)))
+    for i in range(1, branches):
+        bm.fork(0, i)
+    for i in range(branches):
+        bm.append(i, [10**7 * (i + 1) + t for t in range(private_tokens)])
+    return bm.state()
+
+
+def shared_prefix_batch(n_requests: int, prefix_tokens: int, prompt_tokens: int, output_tokens: int,
+                        num_blocks: int, block_size: int = 16) -> BlockManager:
+    """Admit ``n_requests`` whose prompts share their first ``prefix_tokens`` and run them to completion.
+
+    Each request allocates its prompt (the shared full blocks are found by content) and appends
+    ``output_tokens - 1`` tokens (the last output is never written back), in a pool of ``num_blocks``.
+    """
+    positive_int("n_requests", n_requests)
+    non_negative_int("prefix_tokens", prefix_tokens)
+    if prefix_tokens > prompt_tokens:
+        raise ValueError(f"prefix_tokens ({prefix_tokens}) must not exceed prompt_tokens ({prompt_tokens})")
+    positive_int("output_tokens", output_tokens)
+    bm = BlockManager(num_blocks, block_size)
+    prefix = list(range(prefix_tokens))
+    for r in range(n_requests):
+        own = [10**6 * (r + 1) + t for t in range(prompt_tokens - prefix_tokens + output_tokens - 1)]
+        bm.allocate(r, prefix + own[:prompt_tokens - prefix_tokens])
+        bm.append(r, own[prompt_tokens - prefix_tokens:])
+    return bm
+
+
 def refcount_steps() -> list[tuple[str, PoolState]]:
     """Figure 8-14 as states: A and B share two blocks; A ends; B is cancelled mid-step; the step completes."""
     bm = BlockManager(5, 4)

@@ -323,6 +323,16 @@ def eviction_sweep(requests: Sequence, pool_bytes: Sequence[float], bytes_per_to
     return out
 
 
+def smallest_pool(pool_sizes: Sequence[float], hits: Sequence[int], fraction_of_best: float = 0.9) -> float:
+    """Smallest pool size of a sweep at which the hits reach ``fraction_of_best`` of the sweep's best."""
+    if len(pool_sizes) != len(hits) or not hits:
+        raise ValueError("pool_sizes and hits must be non-empty and of equal length")
+    if not 0 < fraction_of_best <= 1:
+        raise ValueError(f"fraction_of_best must lie in (0, 1], got {fraction_of_best!r}")
+    best = max(hits)
+    return next(g for g, h in sorted(zip(pool_sizes, hits)) if h >= fraction_of_best * best)
+
+
 def standard_policies(model, accelerator, mfu: float | None = None) -> dict[str, Callable[[], LRU | ValuePerByte]]:
     """LRU, value per byte (with the requests' reuse hints) and value per byte without hints, for ``eviction_sweep``.
 

@@ -16,8 +16,8 @@ from ..cache_value import ContextUpdate, PrefixCost, prefix_cost
 from ..example import ACCELERATOR, KV_BUDGET_BYTES, MODEL
 from ..memory import (block_table_entries, max_concurrent_requests, paged_slots, paged_waste, request_kv_bytes,
                       shared_and_private_bytes)
-from ..paging import BlockManager, PoolState
-from ..paging_scenarios import PoolEvent, PreemptionRun, copy_on_write_steps, refcount_steps
+from ..paging import PoolState
+from ..paging_scenarios import PoolEvent, PreemptionRun, copy_on_write_steps, fork_branches, refcount_steps
 from ..prefix_cache import RadixCache, RadixNode, eviction_sweep, standard_policies
 from ..snapshots import HybridRestore, Restore, restore, snapshot_positions, spacing_tradeoff
 from ..units import GB, GiB, MiB, ms
@@ -479,14 +479,7 @@ def branch_sharing_view(branches: int = 4, prefix_tokens: int = 1520, block_size
                         private_tokens: int = 144) -> Figure:
     """Fork ``branches`` branches after a shared prefix in a real ``BlockManager``; references vs physical blocks."""
 
-    need = -(-prefix_tokens // block_size) + branches * (-(-private_tokens // block_size) + 2)
-    bm = BlockManager(need, block_size, prefix_caching=False)  # forks share blocks; no content lookup needed
-    bm.allocate(0, list(range(prefix_tokens)))
-    for i in range(1, branches):
-        bm.fork(0, i)
-    for i in range(branches):
-        bm.append(i, [10**7 * (i + 1) + t for t in range(private_tokens)])
-    state = bm.state()
+    state = fork_branches(branches, prefix_tokens, private_tokens, block_size)
     title = (f"{branches} branches, {prefix_tokens}-token prefix, p = {block_size}:\n{state.references} references, "
              f"{state.used_blocks} physical blocks ({1 - state.used_blocks / state.references:.0%} fewer)")
     return draw_branch_sharing(state.references, state.used_blocks, title=title)
