@@ -1,0 +1,40 @@
+"""Glue between the library and the book's prose: numbers computed on a page, named for its Markdown.
+
+A page computes its numbers with ``inferlab`` and hands them to :func:`glue`; its Markdown cells
+show them with the myst-nb role ``{glue:text}`name:.1f```. Values go in as plain Python numbers or
+strings (myst-nb formats the text/plain form, which for a numpy scalar is ``np.float64(...)``).
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+from typing import Any
+
+__all__ = ["glue", "plain"]
+
+
+def plain(name: str, value: Any) -> int | float | str:
+    """``value`` as a plain int, float or str for the book; ValueError for NaN, inf or other types."""
+    if isinstance(value, bool) or not isinstance(value, (Integral, Real, str)):
+        raise ValueError(f"{name}: glue takes a number or a string, got {type(value).__name__}")
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Integral):
+        return int(value)
+    out = float(value)
+    if not math.isfinite(out):
+        raise ValueError(f"{name}: glue takes a finite number, got {out}")
+    return out
+
+
+def glue(**values: Any) -> dict[str, int | float | str]:
+    """Name each value for the page's Markdown (myst-nb ``glue``, not displayed); returns the plain values."""
+    clean = {name: plain(name, value) for name, value in values.items()}
+    try:
+        from myst_nb import glue as _glue
+    except ImportError:  # Colab, JupyterLite: no book build, nothing to store
+        return clean
+    for name, value in clean.items():
+        _glue(name, value, display=False)
+    return clean
