@@ -2,6 +2,7 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+TORCH  := $(VENV)/.torch
 JOBS   ?= 2
 
 .PHONY: book test unit notebooks outputs-check build-check lab bench clean strip
@@ -12,6 +13,11 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $(STAMP)
 
+# torch only for the GPU code, which CI runs on the CPU at tiny sizes (a CPU build; readers add it with requirements-gpu.txt)
+$(TORCH): $(STAMP)
+	$(PY) -m pip install --quiet torch==2.13.0
+	touch $(TORCH)
+
 book: $(STAMP)  ## execute every notebook and build the HTML into _build/html
 	@# the execution cache is keyed on notebook text only: drop it when the library or data changed
 	@if [ -d _build/.jupyter_cache ] && [ -n "$$(find lib data -type f -newer _build/.jupyter_cache | head -1)" ]; then \
@@ -20,7 +26,7 @@ book: $(STAMP)  ## execute every notebook and build the HTML into _build/html
 
 test: $(STAMP) outputs-check unit build-check notebooks  ## every test (pytest closes the run)
 
-unit: $(STAMP)
+unit: $(STAMP) $(TORCH)
 	$(PY) -m pytest tests -m "not notebook" -n $(JOBS) -q
 
 notebooks: $(STAMP)
