@@ -12,7 +12,10 @@ from inferlab.cache_value import (
     best_use_of_space,
     break_even_hit_probability,
     expected_saving,
+    keep_ratio_threshold,
     prefix_cost,
+    recompute_to_fetch_ratio,
+    slowest_paying_link,
 )
 from inferlab.hardware import ACCELERATORS, PCIE_GEN4_X16, PCIE_GEN5_X16
 from inferlab.models import MODELS
@@ -111,3 +114,54 @@ def test_context_update_options_figure_8_20() -> None:
     assert append.read_cached_tokens == rewrite.read_cached_tokens == 0
     with pytest.raises(ValueError, match="summary_tokens"):
         context_update_options(1024, 0, 2048)
+
+
+def test_recompute_costs_19x_a_gen5_fetch_at_every_length() -> None:
+    lengths = [1, 2, 16, 64, 256, 1024, 2048, 6144, 32_768]
+    ratio = recompute_to_fetch_ratio(QWEN, RTX, lengths, PCIE_GEN5_X16)
+    assert ratio.min() > 19 and round(ratio.min()) == 19  # no length where dropping beats a Gen5 fetch per hit
+    assert list(ratio[3:]) == sorted(ratio[3:])  # past the logits row, attention makes the ratio grow
+    gen4 = recompute_to_fetch_ratio(QWEN, RTX, lengths, PCIE_GEN4_X16)
+    assert gen4 == pytest.approx(ratio / 2)
+
+
+def test_keep_ratio_threshold_is_where_value_changes_sign() -> None:
+    assert keep_ratio_threshold(0.5) == 3.0 and keep_ratio_threshold(0.5, 0.0) == 1.0
+    a = _a()
+    p0 = a.break_even()
+    assert a.recompute_s / a.fetch_s == pytest.approx(keep_ratio_threshold(p0))
+    assert keep_ratio_threshold(0.25, 2.0) == 9.0
+
+
+@given(p=st.floats(0.01, 1), m=st.floats(0, 5), n=st.integers(1, 20_000))
+def test_slowest_paying_link_is_the_break_even_bandwidth(p: float, m: float, n: int) -> None:
+    beta = slowest_paying_link(QWEN, RTX, n, p, m)
+    at = prefix_cost(QWEN, RTX, n, link_bandwidth=beta)
+    v = p * (at.recompute_s - at.fetch_s) - m * at.fetch_s
+    assert v == pytest.approx(0, abs=1e-12)
+    faster = prefix_cost(QWEN, RTX, n, link_bandwidth=beta * 1.1)
+    assert p * (faster.recompute_s - faster.fetch_s) - m * faster.fetch_s > 0
+
+
+def test_when_recomputing_wins_for_prefix_a() -> None:
+    assert round(slowest_paying_link(QWEN, RTX, 6144, 0.5) / GB, 1) == 8.8  # at even odds only a very slow link
+    contended = prefix_cost(QWEN, RTX, 6144, link_bandwidth=8 * GB)
+    assert contended.value(0.5) < 0 < _a().value(0.5)
+    assert slowest_paying_link(QWEN, RTX, 6144, 0.1) > PCIE_GEN4_X16  # Gen4 at p_h = 0.1: below its 10.1 %
+    m_even = 0.5 * (_a().recompute_s / _a().fetch_s - 1)  # maintenance, in transfers, that cancels an even-odds hit
+    assert round(m_even, 1) == 10.4 and _a().break_even_maintenance(0.5) == pytest.approx(m_even * _a().fetch_s)
+    assert prefix_cost(QWEN, RTX, 6144, maintain_s=(m_even + 0.1) * _a().fetch_s).value(0.5) < 0
+    assert prefix_cost(QWEN, RTX, 6144, maintain_s=(m_even - 0.1) * _a().fetch_s).value(0.5) > 0
+
+
+def test_new_functions_reject_bad_input() -> None:
+    with pytest.raises(ValueError, match="p_hit"):
+        keep_ratio_threshold(0.0)
+    with pytest.raises(ValueError, match="maintain_per_fetch"):
+        keep_ratio_threshold(0.5, -1)
+    with pytest.raises(ValueError, match="tokens"):
+        recompute_to_fetch_ratio(QWEN, RTX, [])
+    with pytest.raises(ValueError, match="tokens"):
+        recompute_to_fetch_ratio(QWEN, RTX, [0, 5])
+    with pytest.raises(ValueError, match="p_hit"):
+        slowest_paying_link(QWEN, RTX, 6144, 1.5)

@@ -8,7 +8,10 @@ p_h: probability that the prefix is used again before it would be evicted.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from ._validate import fraction, non_negative, non_negative_int, positive, positive_int
 from .calibration import PREFILL_MFU_BATCH1, prefill_time
@@ -65,6 +68,10 @@ class PrefixCost:
     def break_even(self) -> float:
         """Hit probability above which keeping the prefix saves time."""
         return break_even_hit_probability(self.recompute_s, self.fetch_s, self.maintain_s)
+
+    def break_even_maintenance(self, p_hit: float) -> float:
+        """T_m (s) at which keeping stops paying at ``p_hit``: p_h (T_r - T_f)."""
+        return expected_saving(p_hit, self.recompute_s, self.fetch_s, 0.0)
 
     def hit_probability_for(self, target_s: float) -> float:
         """Hit probability at which V_h equals ``target_s`` (e.g. the saving of what else fits in the space).
@@ -124,6 +131,48 @@ def best_use_of_space(candidates: list[tuple[PrefixCost, float]], capacity_bytes
         if sum(values) > best[1]:
             best = (keep, sum(values))
     return best
+
+
+def keep_ratio_threshold(p_hit: float, maintain_per_fetch: float = 1.0) -> float:
+    """T_r / T_f above which keeping a prefix beats dropping it, with T_m = ``maintain_per_fetch`` x T_f.
+
+    V_h = p_h (T_r - T_f) - m T_f > 0  <=>  T_r / T_f > (p_h + m) / p_h; a zero ``p_hit`` never pays (ValueError).
+    """
+    if fraction("p_hit", p_hit) == 0:
+        raise ValueError("p_hit must be positive: a prefix that is never used again never pays for its transfers")
+    return (p_hit + non_negative("maintain_per_fetch", maintain_per_fetch)) / p_hit
+
+
+def recompute_to_fetch_ratio(
+    model: ModelSpec,
+    accelerator: Accelerator,
+    tokens: Sequence[int],
+    link_bandwidth: float | None = None,
+    mfu: float = PREFILL_MFU_BATCH1,
+) -> np.ndarray:
+    """T_r / T_f of prefixes of each length in ``tokens``: prefill time over the time to fetch their KV."""
+    lengths = [positive_int("tokens", int(n)) for n in tokens]
+    if not lengths:
+        raise ValueError("tokens must hold at least one prefix length")
+    costs = [prefix_cost(model, accelerator, n, link_bandwidth=link_bandwidth, mfu=mfu) for n in lengths]
+    return np.array([c.recompute_s / c.fetch_s for c in costs])
+
+
+def slowest_paying_link(
+    model: ModelSpec,
+    accelerator: Accelerator,
+    tokens: int,
+    p_hit: float,
+    maintain_per_fetch: float = 1.0,
+    mfu: float = PREFILL_MFU_BATCH1,
+) -> float:
+    """Link bandwidth (B/s, one direction) below which dropping and recomputing the prefix beats keeping it.
+
+    With T_f = K / beta and T_m = m T_f, V_h = 0 at beta = K (p_h + m) / (p_h T_r).
+    """
+    ratio = keep_ratio_threshold(p_hit, maintain_per_fetch)
+    cost = prefix_cost(model, accelerator, tokens, mfu=mfu)
+    return ratio * cost.kv_bytes / cost.recompute_s
 
 
 @dataclass(frozen=True)
