@@ -95,3 +95,12 @@ def test_weight_reuse_accelerator_choice_takes_effect():
 def test_draw_weight_reuse_extremes(kwargs):
     fig = PR.draw_weight_reuse(**kwargs)
     assert len(fig.axes) == 2
+
+
+def test_per_token_time_figure_draws_both_stores_and_the_kv_floor():
+    fig = PR.per_token_time_figure(M, ACCELERATORS["rtx-pro-6000"], 8192, overhead_s=0.0176,
+                                   figure_caption="Figure: time per output token")
+    ax, bx = fig.axes[:2]
+    assert len(ax.get_lines()) == 3 and len(bx.get_lines()) == 2
+    hbm, store = (line.get_ydata() for line in ax.get_lines()[:2])
+    assert (hbm > store).all() and store[0] > store[-1]  # the weight read is gone, the fixed cost still spreads

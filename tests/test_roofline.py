@@ -187,8 +187,55 @@ def test_bytes_per_token_falls_with_batch_towards_kv_floor(b, L):
         lambda: R.step_time(1, 1e9, 2048, DW, K, 1e15, 1e12, mbu=0),
         lambda: R.weight_intensity(1, 0),
         lambda: R.hbm_bytes_per_output_token(0, DW, K),
+        lambda: R.step_time(1, 1e9, 2048, DW, K, 1e15, 1e12, overhead_s=-1e-3),
+        lambda: R.fixed_step_cost(0.005, 1, 2048, DW, K, ACC.hbm_bandwidth),  # shorter than its reads at peak
+        lambda: R.step_mfu(1, 1e9, 0.0, 1e15),
     ],
 )
 def test_bad_input_raises_value_error(call):
     with pytest.raises(ValueError):
         call()
+
+
+# ---- the fixed per-step cost, and what a separate weight store changes (section 8.2.1) -----------
+def test_fixed_step_cost_of_experiment_8_1_is_17_6_ms():
+    # 26.26 ms measured at batch 1, 2K context; its reads (15.44 GB) take 8.62 ms at 1792 GB/s
+    extra = R.fixed_step_cost(0.02626, 1, 2048, DW, K, ACC.hbm_bandwidth)
+    assert round(extra / ms, 1) == 17.6
+    assert extra + R.step_read_bytes(1, 2048, DW, K) / ACC.hbm_bandwidth == pytest.approx(0.02626)
+
+
+def test_overhead_is_added_to_the_roofline_step():
+    base = R.decode_step_time(M, ACC, 16, 8192)
+    assert R.decode_step_time(M, ACC, 16, 8192, overhead_s=0.0176) == pytest.approx(base + 0.0176)
+
+
+def test_separate_store_removes_the_weight_term_but_batching_still_spreads_the_fixed_cost():
+    fixed = 0.0176
+    per_token = {b: R.decode_time_per_token(M, ACC, b, 8192, fixed, separate_weight_store=True) for b in (1, 16, 64)}
+    kv_read = 8192 * K / ACC.hbm_bandwidth
+    for b, t in per_token.items():  # memory-bound at 8K: fixed/b + L*k/beta exactly
+        assert t == pytest.approx(fixed / b + kv_read)
+    assert per_token[1] > per_token[16] > per_token[64]
+    # without a fixed cost the separate store makes the time per token independent of the batch
+    flat = [R.decode_time_per_token(M, ACC, b, 8192, 0.0, separate_weight_store=True) for b in (1, 16, 64)]
+    assert max(flat) - min(flat) < 1e-15
+    # the gap between the two stores is the weight read shared by the batch, D_w / (beta * b)
+    for b in (1, 16, 64):
+        gap = R.decode_time_per_token(M, ACC, b, 8192, fixed) - per_token[b]
+        assert gap == pytest.approx(DW / ACC.hbm_bandwidth / b)
+
+
+def test_compute_utilization_rises_with_the_batch():
+    u = [R.decode_mfu(M, ACC, b, 8192, 0.0176, separate_weight_store=True) for b in (1, 4, 16, 64, 256)]
+    assert all(x < y for x, y in zip(u, u[1:])) and 0 < u[0] and u[-1] <= 1
+    f = R.decode_flops_per_request(M, 8192)
+    t = R.decode_step_time(M, ACC, 16, 8192, overhead_s=0.0176, separate_weight_store=True)
+    assert R.decode_mfu(M, ACC, 16, 8192, 0.0176, True) == pytest.approx(16 * f / (ACC.peak_bf16_flops * t))
+
+
+@settings(max_examples=50, deadline=None)
+@given(b=st.integers(1, 512), L=st.integers(1, 32768), extra=st.floats(0, 0.05))
+def test_time_per_token_never_rises_with_the_batch(b, L, extra):
+    t = R.decode_time_per_token(M, ACC, b, L, extra)
+    assert R.decode_time_per_token(M, ACC, b + 1, L, extra) <= t * (1 + 1e-12)

@@ -86,16 +86,35 @@ def step_time(
     mfu: float = 1.0,
     mbu: float = 1.0,
     separate_weight_store: bool = False,
+    overhead_s: float = 0.0,
 ) -> float:
-    """Seconds per step: max(b*F/(P*MFU), (D_w + b*L*k)/(beta*MBU)); D_w leaves HBM with a separate store."""
+    """Seconds per step: max(b*F/(P*MFU), (D_w + b*L*k)/(beta*MBU)) + overhead_s; D_w leaves HBM with a separate store."""
     positive_int("batch", batch)
+    non_negative("overhead_s", overhead_s)
     non_negative("flops_per_request", flops_per_request)
     positive("peak_flops", peak_flops)
     positive("bandwidth", bandwidth)
     efficiency("mfu", mfu), efficiency("mbu", mbu)
     weights = 0.0 if separate_weight_store else matrix_weight_bytes
     read = step_read_bytes(batch, context_tokens, weights, kv_bytes_per_token)
-    return max(batch * flops_per_request / (peak_flops * mfu), read / (bandwidth * mbu))
+    return max(batch * flops_per_request / (peak_flops * mfu), read / (bandwidth * mbu)) + overhead_s
+
+
+def fixed_step_cost(measured_step_s: float, batch: int, context_tokens: int, matrix_weight_bytes: float,
+                    kv_bytes_per_token: float, bandwidth: float) -> float:
+    """Seconds of a measured decode step not explained by its reads at peak bandwidth: T - D(b, L)/beta."""
+    read_s = step_read_bytes(batch, context_tokens, matrix_weight_bytes, kv_bytes_per_token) / positive(
+        "bandwidth", bandwidth)
+    extra = positive("measured_step_s", measured_step_s) - read_s
+    if extra < 0:
+        raise ValueError(f"measured_step_s ({measured_step_s}) must be at least the read time at peak ({read_s})")
+    return extra
+
+
+def step_mfu(batch: int, flops_per_request: float, step_s: float, peak_flops: float) -> float:
+    """Compute utilization of one step: b*F / (P*T), the share of peak FLOP/s the step achieves."""
+    return positive_int("batch", batch) * non_negative("flops_per_request", flops_per_request) / (
+        positive("peak_flops", peak_flops) * positive("step_s", step_s))
 
 
 def compute_memory_crossover(
@@ -173,8 +192,9 @@ def decode_step_time(
     mbu: float = 1.0,
     dtype_bytes: float = 2,
     separate_weight_store: bool = False,
+    overhead_s: float = 0.0,
 ) -> float:
-    """Roofline seconds of one decode step of ``batch`` requests at ``context_tokens`` on ``accelerator``."""
+    """Roofline seconds of one decode step of ``batch`` requests at ``context_tokens`` on ``accelerator``, plus ``overhead_s``."""
     return step_time(
         batch,
         decode_flops_per_request(model, context_tokens),
@@ -186,7 +206,23 @@ def decode_step_time(
         mfu,
         mbu,
         separate_weight_store,
+        overhead_s,
     )
+
+
+def decode_time_per_token(model: ModelSpec, accelerator: Accelerator, batch: int, context_tokens: int,
+                          overhead_s: float = 0.0, separate_weight_store: bool = False) -> float:
+    """Seconds per output token of a decode step: (max(b*F/P, D/beta) + overhead_s) / b."""
+    return decode_step_time(model, accelerator, batch, context_tokens, overhead_s=overhead_s,
+                            separate_weight_store=separate_weight_store) / batch
+
+
+def decode_mfu(model: ModelSpec, accelerator: Accelerator, batch: int, context_tokens: int,
+               overhead_s: float = 0.0, separate_weight_store: bool = False) -> float:
+    """Share of peak BF16 FLOP/s a decode step achieves under the roofline plus ``overhead_s``."""
+    step = decode_step_time(model, accelerator, batch, context_tokens, overhead_s=overhead_s,
+                            separate_weight_store=separate_weight_store)
+    return step_mfu(batch, decode_flops_per_request(model, context_tokens), step, accelerator.peak_bf16_flops)
 
 
 # ---- LoRA adapters -------------------------------------------------------------------------

@@ -21,7 +21,8 @@ from . import COLORS, caption, new_figure
 if TYPE_CHECKING:
     from ..widgets import Explorer
 
-__all__ = ["bytes_per_token_figure", "fast_store_figure", "step_time_figure", "draw_weight_reuse", "weight_reuse_explorer"]
+__all__ = ["bytes_per_token_figure", "fast_store_figure", "step_time_figure", "per_token_time_figure",
+           "draw_weight_reuse", "weight_reuse_explorer"]
 
 #: The chapter's Figure 8-3 colours: blue for 2K, green for 8K contexts.
 CONTEXT_COLORS = {2048: COLORS["prefill"], 8192: COLORS["decode"]}
@@ -97,6 +98,41 @@ def fast_store_figure(model: ModelSpec, context_tokens: int = 8192, max_batch: i
     ax.set_xlabel("batch B")
     ax.set_ylabel("HBM bytes per output token (GiB)")
     ax.legend(loc="upper right", title=f"{model.name}, context {context_tokens:,} tokens", title_fontsize=9)
+    if figure_caption:
+        caption(fig, figure_caption)
+    return fig
+
+
+def per_token_time_figure(model: ModelSpec, accelerator: Accelerator, context_tokens: int = 8192,
+                          overhead_s: float = 0.0, max_batch: int = 256,
+                          figure_caption: str | None = None) -> Figure:
+    """Decode time per output token (ms) and compute utilization against batch: weights in HBM vs a separate store.
+
+    Both curves carry the same fixed per-step cost ``overhead_s``; their gap is the weight read D_w/(beta*b).
+    """
+    b = _batches(max_batch)
+    fig, (ax, bx) = new_figure(1, 2, width=8.5, height=3.4)
+    for separate, color, label in ((False, COLORS["weights"], "weights in HBM"),
+                                   (True, COLORS["kv"], "separate weight store")):
+        t = np.array([R.decode_time_per_token(model, accelerator, int(x), context_tokens, overhead_s, separate)
+                      for x in b]) / ms
+        u = np.array([R.decode_mfu(model, accelerator, int(x), context_tokens, overhead_s, separate) for x in b])
+        ax.plot(b, t, "o-", color=color, ms=4, label=label)
+        bx.plot(b, 100 * u, "o-", color=color, ms=4, label=label)
+    floor = context_tokens * model.kv_bytes_per_token() / accelerator.hbm_bandwidth / ms
+    ax.axhline(floor, color=COLORS["kv"], ls=":", lw=1.2, label="KV read alone, L*k/beta")
+    for a in (ax, bx):
+        a.set_xscale("log", base=2)
+        a.set_yscale("log")
+        _plain_log_axes(a)
+        a.set_xticks(b[::2], [str(int(x)) for x in b[::2]])
+        a.set_xlabel("batch b")
+    ax.set_ylabel("ms per output token")
+    bx.set_ylabel("compute utilization (% of peak)")
+    ax.set_title(f"L = {context_tokens:,}, fixed cost {overhead_s / ms:.1f} ms per step", fontsize=10)
+    bx.set_title("share of peak FLOP/s", fontsize=10)
+    ax.legend(loc="upper right", fontsize=8)
+    bx.legend(loc="upper left", fontsize=8)
     if figure_caption:
         caption(fig, figure_caption)
     return fig
