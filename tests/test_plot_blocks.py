@@ -88,3 +88,63 @@ def test_pool_sweep_lru_steps_up_value_per_byte_earlier() -> None:
     assert all(v >= l for v, l in zip(hits["value per byte"], hits["LRU"]))
     assert hits["LRU"] == sorted(hits["LRU"])
     assert set(hits) == {"LRU", "value per byte", "value per byte, no hint"}
+
+
+def _all_section_figures() -> dict[str, Figure]:
+    shared = BlockManager(num_blocks=12, block_size=4)
+    shared.allocate("A", list(range(9)))
+    shared.allocate("B", list(range(8)) + [500, 501, 502, 503, 504])
+    shared.allocate("C", [600 + t for t in range(5)])
+    shared.allocate("D", [700 + t for t in range(15)])
+    s = agent_session(13)
+    tree = RadixCache(10**6)
+    for t in s:
+        tree.insert(t.input_ids)
+    return {
+        "8-13": bplot.caption(bplot.draw_pool(shared.state(), ["A", "B", "C", "D"]), "Figure 8-13: " + "words " * 30),
+        "8-14": bplot.draw_pool_steps(refcount_steps()),
+        "8-15": bplot.copy_on_write_view(2),
+        "8-17": bplot.draw_prefix_tree(tree, {t.input_ids: t.name for t in s}),
+        "8-19": bplot.draw_snapshot_restore(restore(10_752, [4096, 8192]), [4096, 8192], 12_288),
+        "8-20": bplot.draw_context_updates(context_update_options()),
+        "8-21": bplot.draw_hybrid_restore(hybrid_restore_table(8192, 1024)),
+        "8-22": bplot.cache_choice_view(64, 0.5, 0.5),
+        "keep": bplot.keep_or_recompute_view(8, 0.5, 1.0),
+        "value": bplot.value_view(64, 0.5, 1.0),
+    }
+
+
+def test_labels_are_at_least_8_pt_at_the_page_width() -> None:
+    for name, fig in _all_section_figures().items():
+        assert fig.get_figwidth() <= bplot.PAGE_WIDTH_IN, name
+        assert bplot.smallest_label_pt(fig) >= bplot.MIN_LABEL_PT, name
+
+
+def test_smallest_label_scales_a_wide_figure_down() -> None:
+    fig = Figure(figsize=(14, 3))
+    fig.text(0.5, 0.5, "x", fontsize=10)
+    assert bplot.smallest_label_pt(fig) == pytest.approx(5.0)
+    with pytest.raises(ValueError, match="fig"):
+        bplot.smallest_label_pt(Figure(figsize=(3, 3)))
+
+
+def test_count_axes_have_integer_ticks() -> None:
+    fig = bplot.draw_preemption(decode_with_preemption(12, 4, {"a": list(range(10)), "b": list(range(50, 60))}, 12), 12)
+    ax = fig.axes[0]
+    for ticks in (ax.xaxis.get_major_locator()(), ax.yaxis.get_major_locator()()):
+        assert all(float(t).is_integer() for t in ticks)
+
+
+def test_cache_choice_takes_one_probability_per_prefix() -> None:
+    even = bplot.cache_choice_view(64, 0.5, 0.5)
+    assert even.axes[0].get_title().startswith("keep A")
+    low_a = bplot.cache_choice_view(64, 0.40, 0.5)  # below the exercise's crossover, three B win
+    assert low_a.axes[0].get_title().startswith("keep 3 x B")
+
+
+def test_keep_or_recompute_view_draws_three_links_and_the_keep_line() -> None:
+    fig = bplot.keep_or_recompute_view(8, 0.5, 1.0)
+    ax = fig.axes[0]
+    assert len(ax.get_lines()) == 4  # three links and one threshold
+    assert ax.get_lines()[3].get_ydata()[0] == 3.0  # (p_h + m) / p_h at even odds, one transfer of maintenance
+    assert len(bplot.keep_or_recompute_view(64, 0.01, 0).axes[0].get_lines()) == 4

@@ -11,8 +11,10 @@ from functools import lru_cache
 
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+from matplotlib.text import Text
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
-from ..cache_value import ContextUpdate, PrefixCost, prefix_cost
+from ..cache_value import ContextUpdate, PrefixCost, keep_ratio_threshold, prefix_cost, recompute_to_fetch_ratio
 from ..example import ACCELERATOR, KV_BUDGET_BYTES, MODEL
 from ..memory import (block_table_entries, max_concurrent_requests, paged_slots, paged_waste, request_kv_bytes,
                       shared_and_private_bytes)
@@ -25,6 +27,24 @@ from ..workloads import agent_workload
 from . import COLORS, caption, deadline_line, new_figure
 
 _EDGE = "#555555"
+PAGE_WIDTH_IN = 7.0  # the book's text column at 100 dpi: wider figures are scaled down to it
+MIN_LABEL_PT = 8.0  # the smallest label a reader should have to read at the page width
+
+
+def smallest_label_pt(fig: Figure, page_width_in: float = PAGE_WIDTH_IN) -> float:
+    """Size in points of the smallest non-empty text of ``fig`` once it is scaled to ``page_width_in`` inches."""
+    scale = min(1.0, page_width_in / fig.get_figwidth())
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    if not sizes:
+        raise ValueError("fig has no visible text")
+    return min(sizes) * scale
+
+
+def _integer_ticks(ax, x: bool = False, y: bool = False) -> None:
+    if x:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if y:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _slot_row(ax, x0: float, y: float, used: int, size: int, color: str, h: float = 0.6,
@@ -89,6 +109,8 @@ def draw_waste_vs_block_size(lengths: Sequence[int], block_sizes: Sequence[int],
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
     ax.legend(h1 + h2, l1 + l2, loc="upper center")
+    _integer_ticks(ax, y=True)
+    _integer_ticks(ax2, y=True)
     return caption(fig, figure) if figure else fig
 
 
@@ -123,7 +145,7 @@ def _draw_pool_on(ax, state: PoolState, seq_ids: Sequence[Hashable], title: str,
         else:
             _slot_row(ax, x, 0, len(state.contents[b]), p, color(b), labels=lab(state.contents[b]))
             label = f"ref {state.ref_counts[b]}"
-        ax.text(x + p / 2, -0.35, f"#{b}\n{label}", ha="center", va="top", fontsize=7)
+        ax.text(x + p / 2, -0.35, f"#{b}\n{label}", ha="center", va="top", fontsize=8)
     ax.text(-0.8, 0.3, "physical", ha="right", va="center", fontsize=9)
     for r, s in enumerate(seq_ids):
         y = 2.2 + 1.1 * (len(seq_ids) - 1 - r)
@@ -151,26 +173,26 @@ def draw_pool(state: PoolState, seq_ids: Sequence[Hashable] | None = None, title
     """
     seq_ids = list(state.tables) if seq_ids is None else list(seq_ids)
     x_lo, x_hi, y_lo, y_hi = _pool_extent(state, seq_ids)
-    width = min(11.0, 2 + 0.32 * max(state.num_blocks * (state.block_size + 0.6), 1))
+    width = min(PAGE_WIDTH_IN, 2 + 0.32 * max(state.num_blocks * (state.block_size + 0.6), 1))
     fig, ax = new_figure(width=width, height=0.9 + width * (y_hi - y_lo) / (x_hi - x_lo))
     _draw_pool_on(ax, state, seq_ids, title, names, token_labels)
     return caption(fig, figure) if figure else fig
 
 
-def draw_pool_steps(steps: Sequence[tuple[str, PoolState]], ncols: int = 2,
+def draw_pool_steps(steps: Sequence[tuple[str, PoolState]], ncols: int = 1,
                     token_labels: dict[int, str] | None = None, figure: str = "") -> Figure:
-    """Several states of the pool side by side, numbered in order (Figure 8-14's four states in a 2 x 2 grid)."""
+    """Several states of the pool, numbered in order, one per row at the page width (Figure 8-14's four states)."""
     if not steps:
         raise ValueError("steps must not be empty")
     nrows = -(-len(steps) // ncols)
     # every panel lists the sequences of the first state, so the rows stay in place as they disappear
     names = list(dict.fromkeys(s for _, st in steps for s in st.tables))
-    fig, axes = new_figure(nrows, ncols, width=11, height=1.8 * nrows + 0.3)
-    fig.subplots_adjust(left=0.02, right=0.98, wspace=0.08, hspace=0.35)
+    fig, axes = new_figure(nrows, ncols, width=PAGE_WIDTH_IN, height=(1.1 + 0.3 * len(names)) * nrows + 0.3)
+    fig.subplots_adjust(left=0.02, right=0.98, wspace=0.08, hspace=0.55)
     axes = axes if isinstance(axes, list) else [axes]
     for i, (ax, (label, state)) in enumerate(zip(axes, steps)):
         present = [s for s in names if s in state.tables]
-        _draw_pool_on(ax, state, present, f"{i + 1}. {label}", None, token_labels, fontsize=9)
+        _draw_pool_on(ax, state, present, f"{i + 1}. {label}", None, token_labels, fontsize=10)
         ax.set_ylim(-1.3, 2.2 + 1.1 * len(names))
     for ax in axes[len(steps):]:
         ax.set_axis_off()
@@ -187,6 +209,7 @@ def draw_branch_sharing(refs: int, physical: int, title: str = "", figure: str =
     for y, v in ((1, refs), (0, physical)):
         ax.text(v, y, f" {v}", va="center")
     ax.set_xlabel("physical blocks")
+    _integer_ticks(ax, x=True)
     ax.set_title(title or f"{1 - physical / refs:.0%} fewer blocks", fontsize=10)
     return caption(fig, figure) if figure else fig
 
@@ -205,6 +228,7 @@ def draw_capacity_vs_requests(n_max: int, independent_bytes: float, shared_bytes
         ax.text(n, budget_bytes / GiB * (0.05 + 0.12 * i), f" {n} fit", color=c)
     ax.set_xlim(0, n_max)
     ax.set_xlabel("requests")
+    _integer_ticks(ax, x=True)
     ax.set_ylabel("KV to completion (GiB)")
     ax.set_ylim(0, max(budget_bytes / GiB * 1.6, 1))
     ax.legend(loc="upper left")
@@ -228,6 +252,7 @@ def draw_cancellation(events: Sequence[PoolEvent], blocks: int, figure: str = ""
     ax.set_ylim(0, top * 1.75)
     ax.set_xlabel("time since cancel (ms)")
     ax.set_ylabel("blocks")
+    _integer_ticks(ax, y=True)
     ax.legend(loc="upper left", ncol=2, fontsize=8)
     return caption(fig, figure) if figure else fig
 
@@ -243,6 +268,7 @@ def draw_preemption(run: PreemptionRun, num_blocks: int, figure: str = "") -> Fi
     ax.set_xlabel("step")
     ax.set_ylabel("blocks")
     ax.set_ylim(0, num_blocks * 1.2)
+    _integer_ticks(ax, x=True, y=True)
     ax.set_title(f"{len(run.preemptions)} preemption(s), {run.recomputed_tokens} tokens recomputed", fontsize=10)
     return caption(fig, figure) if figure else fig
 
@@ -250,7 +276,7 @@ def draw_preemption(run: PreemptionRun, num_blocks: int, figure: str = "") -> Fi
 # ---- 8.3.3 -----------------------------------------------------------------------------------
 def draw_prefix_tree(cache: RadixCache, leaf_labels: dict[tuple[int, ...], str] | None = None,
                      title: str = "", figure: str = "") -> Figure:
-    """A radix tree laid out along token position: each edge a bar labelled with its token count."""
+    """A radix tree laid out along token position: each edge a bar labelled with its token count where it fits."""
     lanes: list[tuple[RadixNode, int]] = []
     next_lane = [0]
 
@@ -267,28 +293,34 @@ def draw_prefix_tree(cache: RadixCache, leaf_labels: dict[tuple[int, ...], str] 
             next_lane[0] += 1
         place(child, next_lane[0])
     n_lanes = next_lane[0] + 1
-    fig, ax = new_figure(width=8, height=0.5 * n_lanes + 1.3)
+    width = PAGE_WIDTH_IN
+    fig, ax = new_figure(width=width, height=0.55 * n_lanes + 1.3)
+    fig.subplots_adjust(left=0.25 / width)
+    x_max = max((n.end for n, _ in lanes), default=1) * 1.3
+    pt_per_token = width * (fig.subplotpars.right - fig.subplotpars.left) * 72 / x_max
     lane_of = {id(n): lane for n, lane in lanes}
     labels = leaf_labels or {}
     for node, lane in lanes:
         y = n_lanes - 1 - lane
         ax.barh(y, len(node.key), left=node.start, height=0.5, color=COLORS["shared"] if node.children
                 else COLORS["private"], edgecolor="white")
-        ax.text(node.start + len(node.key) / 2, y, f"+{len(node.key)}", ha="center", va="center", fontsize=7,
-                color="white")
+        text = f"+{len(node.key):,}"
+        if len(node.key) * pt_per_token > 0.62 * 8 * len(text) + 4:  # the count fits inside its bar at 8 pt
+            ax.text(node.start + len(node.key) / 2, y, text, ha="center", va="center", fontsize=8, color="white")
         if node.parent is not cache.root and lane_of[id(node.parent)] != lane:
             py = n_lanes - 1 - lane_of[id(node.parent)]
             ax.plot([node.start, node.start], [py - 0.25, y + 0.25], color=_EDGE, lw=0.8)
         label = labels.get(cache.prefix_of(node), "")
         if node.is_leaf:
-            ax.text(node.end, y, f" {label} ({node.end})" if label else f" ({node.end})", va="center", fontsize=8)
+            ax.text(node.end, y, f" {label} ({node.end:,})" if label else f" ({node.end:,})", va="center", fontsize=8)
         elif label:
-            ax.text(node.end, y + 0.27, label.replace("turn ", "t"), ha="center", va="bottom", fontsize=6,
+            ax.text(node.end, y + 0.27, label.replace("turn ", "t"), ha="center", va="bottom", fontsize=8,
                     color=_EDGE)
     ax.set_yticks([])
     ax.set_xlabel("token position")
-    ax.set_ylim(-0.7, n_lanes - 0.3)
-    ax.set_xlim(0, max((n.end for n, _ in lanes), default=1) * 1.18)
+    _integer_ticks(ax, x=True)
+    ax.set_ylim(-0.7, n_lanes - 0.1)
+    ax.set_xlim(0, x_max)
     ax.set_title(title or "blue: edges with descendants (shared context); orange: leaves (private suffix)",
                  fontsize=9)
     return caption(fig, figure) if figure else fig
@@ -306,6 +338,7 @@ def draw_turn_reuse(names: Sequence[str], inputs: Sequence[int], shared: Sequenc
     ax.barh(ys, [i - s for i, s in zip(inputs, shared)], left=shared, color=COLORS["private"], label="new or changed")
     ax.set_yticks(ys, names)
     ax.set_xlabel("input tokens")
+    _integer_ticks(ax, x=True)
     ax.legend(loc="upper right")
     ax.set_title(f"{sum(shared):,} of {sum(inputs):,} input tokens repeat the previous turn", fontsize=10)
     return caption(fig, figure) if figure else fig
@@ -328,7 +361,8 @@ def draw_snapshot_restore(r: Restore, snapshots: Sequence[int], context_tokens: 
     ax.set_yticks([])
     ax.set_ylim(-0.5, 1.5)
     ax.set_xlabel("tokens from the start of the sequence")
-    ax.legend(loc="upper left", ncol=4, fontsize=7)
+    _integer_ticks(ax, x=True)
+    ax.legend(loc="upper left", ncol=2, fontsize=8)
     return caption(fig, figure) if figure else fig
 
 
@@ -356,7 +390,7 @@ def draw_context_updates(options: Sequence[ContextUpdate], figure: str = "") -> 
             label="summary generated")
     for y, r in zip(ys, rows):
         if r[4]:
-            ax.text(r[1] / k / 2, y, "history read from the cache", ha="center", va="center", fontsize=7,
+            ax.text(r[1] / k / 2, y, "history read from the cache", ha="center", va="center", fontsize=8,
                     color="white")
     ax.set_yticks(ys, [r[0] for r in rows], fontsize=8)
     ax.set_xlabel("K tokens")
@@ -367,33 +401,33 @@ def draw_context_updates(options: Sequence[ContextUpdate], figure: str = "") -> 
 
 def draw_hybrid_restore(paths: Sequence[HybridRestore], figure: str = "") -> Figure:
     """Each encoder restore path as a flow of boxes, ending in the common decoder window replay (Figure 8-21)."""
-    fig, ax = new_figure(width=9, height=0.95 * len(paths) + 0.8)
+    fig, ax = new_figure(width=PAGE_WIDTH_IN, height=1.05 * len(paths) + 0.6)
     fig.subplots_adjust(left=0.01, right=0.99, bottom=0.02)
-    xs = [0.0, 2.55, 5.3, 7.8]
-    widths = [2.2, 2.4, 2.2, 1.1]
+    xs = [0.0, 1.95, 4.05, 6.15]
+    widths = [1.65, 1.8, 1.8, 0.85]
     for r, path in enumerate(paths):
         y = len(paths) - 1 - r
         hits = ("global KV " + ("hit" if path.global_hit else "miss") + "\nencoder SWA "
                 + ("hit" if path.encoder_swa_hit else "miss"))
         if path.encoder_recomputed:
-            enc = f"encoder: recompute the\n{path.encoder_recomputed:,}-token prefix + {path.encoder_new:,} new"
+            enc = f"encoder recomputes\n{path.encoder_recomputed:,} prefix\n+ {path.encoder_new:,} new tokens"
             enc_color = COLORS["private"]
         elif path.encoder_replayed:
-            enc = f"encoder: replay last {path.encoder_replayed}\nprefix tokens + {path.encoder_new:,} new"
+            enc = f"encoder replays\nlast {path.encoder_replayed} prefix\n+ {path.encoder_new:,} new tokens"
             enc_color = COLORS["highlight"]
         else:
-            enc = f"encoder: only the\n{path.encoder_new:,} new tokens"
+            enc = f"encoder runs\nonly the\n{path.encoder_new:,} new tokens"
             enc_color = COLORS["shared"]
         boxes = [(hits, COLORS["unused"], "black"), (enc, enc_color, "white"),
-                 (f"decoder: last {path.decoder_window} tokens\nx {path.decoder_layers} layers (SWA rebuilt)",
+                 (f"decoder rebuilds\nSWA: last {path.decoder_window}\ntokens x {path.decoder_layers} layers",
                   COLORS["weights"], "white"), ("decode", COLORS["decode"], "white")]
         for i, ((text, color, tc), x, w) in enumerate(zip(boxes, xs, widths)):
-            ax.add_patch(Rectangle((x, y + 0.12), w, 0.7, facecolor=color, edgecolor=_EDGE, lw=0.8))
-            ax.text(x + w / 2, y + 0.47, text, ha="center", va="center", fontsize=7.5, color=tc)
+            ax.add_patch(Rectangle((x, y + 0.06), w, 0.84, facecolor=color, edgecolor=_EDGE, lw=0.8))
+            ax.text(x + w / 2, y + 0.48, text, ha="center", va="center", fontsize=8, color=tc)
             if i:
-                ax.annotate("", xy=(x, y + 0.47), xytext=(xs[i - 1] + widths[i - 1], y + 0.47),
+                ax.annotate("", xy=(x, y + 0.48), xytext=(xs[i - 1] + widths[i - 1], y + 0.48),
                             arrowprops=dict(arrowstyle="->", color=_EDGE, lw=1))
-    ax.set_xlim(-0.05, 9.0)
+    ax.set_xlim(-0.05, 7.05)
     ax.set_ylim(0, len(paths))
     ax.set_axis_off()
     return caption(fig, figure) if figure else fig
@@ -436,9 +470,37 @@ def draw_cache_choice(a: PrefixCost, b: PrefixCost, n_b: int, p_a: float, p_b: f
     ax.text(width * 1.02, 0.4, f"{n_b * vb:.1f} ms", va="center")
     ax.set_xlim(0, width * 1.2)
     ax.set_ylim(-0.2, 2.2)
-    ax.set_yticks([0.4, 1.6], [f"{n_b} x B", "1 x A"])
+    ax.set_yticks([0.4, 1.6], [f"{n_b} x B\n$p_h$ = {p_b:.2f}", f"1 x A\n$p_h$ = {p_a:.2f}"])
     ax.set_xlabel("cache space (MiB)")
-    ax.set_title(f"per MiB: A {va / (a.kv_bytes / MiB):.3f} ms, B {vb / (b.kv_bytes / MiB):.3f} ms", fontsize=10)
+    winner = "A" if va > n_b * vb else f"{n_b} x B" if n_b * vb > va else "a tie"
+    ax.set_title(f"keep {winner}; per MiB: A {va / (a.kv_bytes / MiB):.3f} ms, B {vb / (b.kv_bytes / MiB):.3f} ms",
+                 fontsize=10)
+    return caption(fig, figure) if figure else fig
+
+
+def draw_keep_or_recompute(lengths: Sequence[int], ratios: dict[str, Sequence[float]],
+                           thresholds: dict[str, float], figure: str = "") -> Figure:
+    """T_r / T_f against prefix length per link, with the (p_h + m) / p_h lines above which keeping pays."""
+    fig, ax = new_figure(width=6.5, height=3.4)
+    fig.subplots_adjust(right=1 - 1.55 / 6.5)
+    colors = [COLORS["prefill"], COLORS["kv"], COLORS["decode"], COLORS["accent"]]
+    for (label, r), color in zip(ratios.items(), colors):
+        ax.plot(lengths, r, color=color, lw=2, label=label)
+    for label, t in thresholds.items():
+        ax.axhline(t, color=COLORS["deadline"], ls="--", lw=1)
+        ax.text(lengths[-1] * 1.12, t, label, va="center", fontsize=8, color=COLORS["deadline"], clip_on=False)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ticks = [n for n in lengths if (n.bit_length() - 1) % 2 == 0]
+    ax.set_xticks(ticks, [f"{n // 1024}K" if n >= 1024 else str(n) for n in ticks])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if v in (2, 3, 5, 20, 30, 50) else ""))
+    ax.set_xlabel("prefix length (tokens)")
+    ax.set_ylabel("$T_r / T_f$")
+    ax.set_xlim(lengths[0], lengths[-1])
+    ax.legend(loc="upper left", fontsize=8)
+    ax.set_title("keeping pays above a dashed line, recomputing below it", fontsize=10)
     return caption(fig, figure) if figure else fig
 
 
@@ -455,6 +517,7 @@ def draw_hits_vs_pool(pool_bytes: Sequence[float], hits: dict[str, Sequence[int]
         ax.axvline(marker_bytes / GiB, color=COLORS["highlight"], ls=":", lw=1)
     ax.set_xlabel("KV pool (GiB)")
     ax.set_ylabel("session tokens hit")
+    _integer_ticks(ax, y=True)
     ax.set_ylim(0, total * 1.12)
     ax.legend(loc="center right")
     return caption(fig, figure) if figure else fig
@@ -535,26 +598,44 @@ def snapshot_view(interval: int = 4096, matched_tokens: int = 10_752, context_to
     return fig
 
 
-def _link_costs(link_gb_per_s: float) -> tuple[PrefixCost, PrefixCost]:
-
+def _link_costs(link_gb_per_s: float, maintain_per_fetch: float = 1.0) -> tuple[PrefixCost, PrefixCost]:
     model, acc = MODEL, ACCELERATOR
-    return (prefix_cost(model, acc, 6144, link_bandwidth=link_gb_per_s * GB),
-            prefix_cost(model, acc, 2048, link_bandwidth=link_gb_per_s * GB))
+    costs = []
+    for tokens in (6144, 2048):
+        fetch = prefix_cost(model, acc, tokens, link_bandwidth=link_gb_per_s * GB)
+        costs.append(prefix_cost(model, acc, tokens, link_bandwidth=link_gb_per_s * GB,
+                                 maintain_s=maintain_per_fetch * fetch.fetch_s))
+    return costs[0], costs[1]
 
 
-def value_view(link_gb_per_s: float = 64, p_hit: float = 0.5) -> Figure:
-    """V_h of prefixes A (6144 tokens) and B (2048) over a host link of ``link_gb_per_s`` GB/s."""
-    a, b = _link_costs(link_gb_per_s)
+def value_view(link_gb_per_s: float = 64, p_hit: float = 0.5, maintain_per_fetch: float = 1.0) -> Figure:
+    """V_h of prefixes A (6144 tokens) and B (2048) over a host link; T_m = ``maintain_per_fetch`` x T_f."""
+    a, b = _link_costs(link_gb_per_s, maintain_per_fetch)
     fig = draw_value_vs_hit_probability({"A: 6144 tokens, 864 MiB": a, "B: 2048 tokens, 288 MiB": b}, p_hit)
-    fig.axes[0].set_title(f"{link_gb_per_s:g} GB/s: A breaks even at {a.break_even():.1%}, "
-                          f"V_h({p_hit:.2f}) = {a.value(p_hit) / ms:.1f} ms", fontsize=10)
+    edge = f"A breaks even at {a.break_even():.1%}" if a.break_even() <= 1 else "A never pays"
+    fig.axes[0].set_title(f"{link_gb_per_s:g} GB/s, $T_m$ = {maintain_per_fetch:g} $T_f$: {edge}, "
+                          f"$V_h$({p_hit:.2f}) = {a.value(p_hit) / ms:.1f} ms", fontsize=10)
     return fig
 
 
-def cache_choice_view(link_gb_per_s: float = 64, p_hit: float = 0.5) -> Figure:
-    """One A against three B in 864 MiB at the same hit probability (Figure 8-22)."""
+KEEP_LENGTHS = tuple(2 ** k for k in range(4, 16))  # 16 ... 32,768 tokens
+
+
+def keep_or_recompute_view(link_gb_per_s: float = 64, p_hit: float = 0.5, maintain_per_fetch: float = 1.0) -> Figure:
+    """T_r / T_f against prefix length on PCIe Gen5, Gen4 and a chosen link, with the keep line at ``p_hit``."""
+    lengths = list(KEEP_LENGTHS)
+    ratios = {f"{g:g} GB/s" + (f" ({name})" if name else ""): recompute_to_fetch_ratio(MODEL, ACCELERATOR, lengths,
+                                                                                        g * GB)
+              for g, name in ((64, "PCIe Gen5"), (32, "PCIe Gen4"), (link_gb_per_s, "chosen"))}
+    line = keep_ratio_threshold(p_hit, maintain_per_fetch) if p_hit > 0 else float("inf")
+    thresholds = {f"$p_h$ = {p_hit:.2f},\n$T_m$ = {maintain_per_fetch:g} $T_f$": line} if p_hit > 0 else {}
+    return draw_keep_or_recompute(lengths, ratios, thresholds)
+
+
+def cache_choice_view(link_gb_per_s: float = 64, p_a: float = 0.5, p_b: float = 0.5) -> Figure:
+    """One A against three B in 864 MiB, each with its own hit probability (Figure 8-22)."""
     a, b = _link_costs(link_gb_per_s)
-    return draw_cache_choice(a, b, 3, p_hit, p_hit)
+    return draw_cache_choice(a, b, 3, p_a, p_b)
 
 
 POOL_GRID_GIB = tuple(x / 2 for x in range(1, 17))  # 0.5 ... 8 GiB
