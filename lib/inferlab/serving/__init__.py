@@ -1,0 +1,20 @@
+"""Serving under load (section 8.6): arrivals and admission, goodput, and choosing a configuration.
+
+- ``configs``: configurations as data, evaluated for memory, time and cost per good result (A-E);
+- ``rates``: measured processing rates r_P, r_D and GPU-seconds per request; the efficiency table;
+- ``load``: a stream of requests through the scheduler with admission control and cancellation;
+- ``metrics``: completion throughput, goodput, Little's law, percentiles, Amdahl's law.
+"""
+
+from .configs import (CHAPTER_CONFIGS, CHAPTER_WORKLOAD, KV_FORMAT_RATIO, ServingConfig, Workload, evaluate,
+                      evaluate_configs, feasible)
+from .load import POLICIES, poisson_requests, serve, trace_requests
+from .metrics import amdahl_speedup, little_n, observation_window, summarize, task_time, time_average_in_system
+from .rates import decode_rate, efficiency_table, gpu_seconds, prefill_rate, shared_batch_rates
+
+__all__ = [
+    "CHAPTER_CONFIGS", "CHAPTER_WORKLOAD", "KV_FORMAT_RATIO", "ServingConfig", "Workload", "evaluate",
+    "evaluate_configs", "feasible", "POLICIES", "poisson_requests", "serve", "trace_requests", "amdahl_speedup",
+    "little_n", "observation_window", "summarize", "task_time", "time_average_in_system", "decode_rate",
+    "efficiency_table", "gpu_seconds", "prefill_rate", "shared_batch_rates",
+]

@@ -1,0 +1,209 @@
+"""Choosing a configuration: memory against the budget, time against the deadline, then cost per good result.
+
+A configuration is data: how the KV state is laid out (independent contexts or one cached shared
+prefix), its storage format, and what speculation adds (tokens per round, draft memory, extra
+prefill, a per-round lookup). ``evaluate_configs`` turns each into the three checks of section
+8.6.3 for a batch of alike requests arriving together: KV bytes (fits?), total time (on time?) and
+GPU-seconds and energy per good result.
+
+Times follow the chapter's accounting: prefill is model FLOP at the measured MFU of the shared-prefix
+batch (57.77 % of peak BF16), a decode round is either a measured step time or the step time of
+experiment 8-1 interpolated in bytes read (``calibration.measured_decode_step``), never shorter
+than the round's compute at 58 % MFU (section 8.2.1: the larger of the two bounds).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+import pandas as pd
+
+from .. import calibration, example
+from .._validate import non_negative, non_negative_int, one_of, positive, positive_int
+from ..hardware import Accelerator
+from ..memory import batch_kv_bytes
+from ..models import ModelSpec
+from ..units import GiB, MiB, ms
+
+__all__ = [
+    "KV_FORMAT_RATIO", "ServingConfig", "Workload", "CHAPTER_CONFIGS", "CHAPTER_WORKLOAD", "VERIFY_MFU",
+    "MEASURED_SHARED_STEP_S", "MEASURED_SHARED_PREFILL_S", "feasible", "DRAFT_BYTES", "DRAFT_PREFILL_OVERHEAD", "kv_bytes", "prefill_time",
+    "decode_rounds", "round_time", "evaluate", "evaluate_configs",
+]
+
+#: Bytes of a KV value in each storage format relative to BF16 (GGML blocks of 32: 34 and 18 bytes vs 64).
+KV_FORMAT_RATIO: dict[str, float] = {"bf16": 1.0, "q8_0": 34 / 64, "q4_0": 18 / 64}
+#: Compute efficiency of a verification round (section 8.6.3 uses 58 %).
+VERIFY_MFU = 0.58
+#: Measured prefill of config B: 32,768 new tokens at r_P of about 16,059 tokens/s (experiment 8-1), seconds.
+MEASURED_SHARED_PREFILL_S = 32_768 / 16_059
+#: Measured decode step of config B: 8K prompts with 6K cached, batch 16 (experiment 8-1), seconds.
+MEASURED_SHARED_STEP_S = 27.35 * ms
+#: Extra device memory of the DFlash draft model (experiment 8-5: 17,706 -> 20,894 MiB).
+DRAFT_BYTES = (20_894 - 17_706) * MiB
+#: Extra prefill of the draft model (experiment 8-5: TTFT 129.4 -> 141.6 ms at about 2300 input tokens).
+DRAFT_PREFILL_OVERHEAD = 0.094
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A batch of alike requests arriving together: prompts sharing their first tokens, a deadline."""
+
+    n_requests: int = 16
+    prompt_tokens: int = example.LONG.prompt_tokens
+    output_tokens: int = example.LONG.output_tokens
+    shared_prefix_tokens: int = example.LONG.shared_prefix_tokens
+    deadline_s: float = example.DEADLINE_S
+
+    def __post_init__(self) -> None:
+        positive_int("n_requests", self.n_requests)
+        positive_int("prompt_tokens", self.prompt_tokens)
+        positive_int("output_tokens", self.output_tokens)
+        non_negative_int("shared_prefix_tokens", self.shared_prefix_tokens)
+        positive("deadline_s", self.deadline_s)
+        if self.shared_prefix_tokens >= self.prompt_tokens:
+            raise ValueError("shared_prefix_tokens must be smaller than prompt_tokens")
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    """How one configuration stores state and generates: layout, format, speculation, measured step."""
+
+    name: str
+    description: str
+    shared_prefix: bool = False
+    kv_format: str = "bf16"
+    tokens_per_round: float = 1.0
+    draft_bytes: float = 0.0
+    prefill_overhead: float = 0.0
+    round_overhead_s: float = 0.0
+    verify_positions: int = 1
+    decode_step_s: float | None = None  # measured round time; None: interpolate experiment 8-1 in bytes read
+    prefill_s: float | None = None  # measured prefill of the batch; None: model FLOP at the measured MFU
+
+    def __post_init__(self) -> None:
+        one_of("kv_format", self.kv_format, KV_FORMAT_RATIO)
+        if self.tokens_per_round < 1 or not math.isfinite(self.tokens_per_round):
+            raise ValueError(f"tokens_per_round must be a finite number >= 1, got {self.tokens_per_round!r}")
+        non_negative("draft_bytes", self.draft_bytes)
+        non_negative("prefill_overhead", self.prefill_overhead)
+        non_negative("round_overhead_s", self.round_overhead_s)
+        positive_int("verify_positions", self.verify_positions)
+        if self.decode_step_s is not None:
+            positive("decode_step_s", self.decode_step_s)
+        if self.prefill_s is not None:
+            positive("prefill_s", self.prefill_s)
+
+
+CHAPTER_WORKLOAD = Workload()
+
+CHAPTER_CONFIGS: dict[str, ServingConfig] = {
+    c.name: c for c in (
+        ServingConfig("A", "BF16, independent contexts"),
+        ServingConfig("B", "BF16, shared prefix", shared_prefix=True,
+                      prefill_s=MEASURED_SHARED_PREFILL_S, decode_step_s=MEASURED_SHARED_STEP_S),
+        ServingConfig("C", "q8_0, independent contexts", kv_format="q8_0"),
+        ServingConfig("D", "BF16, shared prefix + draft model (3 tokens per round)", shared_prefix=True,
+                      tokens_per_round=3, draft_bytes=DRAFT_BYTES, prefill_overhead=DRAFT_PREFILL_OVERHEAD,
+                      verify_positions=8, prefill_s=MEASURED_SHARED_PREFILL_S,
+                      decode_step_s=MEASURED_SHARED_STEP_S),
+        ServingConfig("E", "BF16, shared prefix + context lookup (2 tokens per round)", shared_prefix=True,
+                      tokens_per_round=2, round_overhead_s=0.1 * ms, prefill_s=MEASURED_SHARED_PREFILL_S,
+                      decode_step_s=MEASURED_SHARED_STEP_S),
+    )
+}
+
+
+def _prefill_shape(workload: Workload) -> tuple[int, int, int]:
+    return workload.n_requests, workload.prompt_tokens, workload.shared_prefix_tokens
+
+
+def kv_bytes(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD,
+             model: ModelSpec = example.MODEL) -> float:
+    """KV and auxiliary bytes of the whole batch at completion, draft model included."""
+    shared = workload.shared_prefix_tokens if config.shared_prefix else 0
+    kv = batch_kv_bytes(workload.n_requests, model, workload.prompt_tokens, workload.output_tokens,
+                        shared_prefix_tokens=shared)
+    return kv * KV_FORMAT_RATIO[config.kv_format] + config.draft_bytes
+
+
+def prefill_time(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD, model: ModelSpec = example.MODEL,
+                 accelerator: Accelerator = example.ACCELERATOR,
+                 mfu: float = calibration.PREFILL_MFU_SHARED_BATCH16) -> float:
+    """Seconds to prefill the batch (a cached shared prefix is not recomputed), draft overhead included.
+
+    A measured ``config.prefill_s`` is used for the batch it was measured on (the chapter's 16 x 8K, 6K shared).
+    """
+    if config.prefill_s is not None and _prefill_shape(workload) == _prefill_shape(CHAPTER_WORKLOAD):
+        return config.prefill_s * (1 + config.prefill_overhead)
+    cached = workload.shared_prefix_tokens if config.shared_prefix else 0
+    one = calibration.prefill_time(model, accelerator, workload.prompt_tokens - cached, cached, mfu=mfu)
+    return workload.n_requests * one * (1 + config.prefill_overhead)
+
+
+def decode_rounds(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD) -> int:
+    """Rounds after the first token: ceil((G - 1) / tokens per round)."""
+    return math.ceil((workload.output_tokens - 1) / config.tokens_per_round)
+
+
+def round_time(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD, model: ModelSpec = example.MODEL,
+               accelerator: Accelerator = example.ACCELERATOR) -> float:
+    """Seconds per decode round: max(memory-side step, verification compute) plus any per-round lookup."""
+    if config.decode_step_s is not None:
+        step = config.decode_step_s
+    else:
+        # the chapter reads each prompt's KV once per round (34.46 GB for sixteen 8K contexts)
+        kv_read = workload.n_requests * workload.prompt_tokens * model.kv_bytes_per_token()
+        step = calibration.measured_decode_step(model.matrix_weight_bytes() + kv_read * KV_FORMAT_RATIO[config.kv_format])
+    verify_flops = workload.n_requests * model.flops(
+        config.verify_positions, workload.prompt_tokens, logits=config.verify_positions)
+    compute = accelerator.compute_time(verify_flops, VERIFY_MFU)
+    return max(step, compute) + config.round_overhead_s
+
+
+def evaluate(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD,
+             kv_budget_bytes: float = example.KV_BUDGET_BYTES, model: ModelSpec = example.MODEL,
+             accelerator: Accelerator = example.ACCELERATOR) -> dict[str, float | bool | str]:
+    """One configuration's checks: KV bytes vs budget, total time vs deadline, GPU-s and joules per good result."""
+    positive("kv_budget_bytes", kv_budget_bytes)
+    kv = kv_bytes(config, workload, model)
+    prefill = prefill_time(config, workload, model, accelerator)
+    rounds = decode_rounds(config, workload)
+    step = round_time(config, workload, model, accelerator)
+    total = prefill + rounds * step
+    fits = kv <= kv_budget_bytes
+    on_time = total <= workload.deadline_s
+    good = workload.n_requests if fits and on_time else 0
+    gpu_s_per_good = total / good if good else math.inf
+    return {"description": config.description, "kv_bytes": kv, "kv_gib": kv / GiB, "prefill_s": prefill,
+            "rounds": rounds, "round_s": step, "total_s": total, "fits": fits, "on_time": on_time,
+            "good": good, "gpu_s_per_good": gpu_s_per_good,
+            "energy_j_per_good": accelerator.power_w * gpu_s_per_good}
+
+
+def evaluate_configs(configs: Iterable[ServingConfig] | dict[str, ServingConfig] | None = None,
+                     kv_budget_bytes: float = example.KV_BUDGET_BYTES, deadline_s: float = example.DEADLINE_S,
+                     output_tokens: int = example.LONG.output_tokens,
+                     workload: Workload = CHAPTER_WORKLOAD) -> pd.DataFrame:
+    """Evaluate configurations (default: the chapter's A-E) for one workload; one row per configuration.
+
+    ``gpu_s_per_good`` and ``energy_j_per_good`` are infinite when a configuration returns no good result.
+    """
+    chosen = CHAPTER_CONFIGS if configs is None else configs
+    items = list(chosen.values()) if isinstance(chosen, dict) else list(chosen)
+    if not items:
+        raise ValueError("configs must hold at least one ServingConfig")
+    for c in items:
+        if not isinstance(c, ServingConfig):
+            raise ValueError(f"configs must hold ServingConfig objects, got {type(c).__name__}")
+    wl = replace(workload, deadline_s=deadline_s, output_tokens=output_tokens)
+    rows = {c.name: evaluate(c, wl, kv_budget_bytes) for c in items}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("config")
+
+
+def feasible(table: pd.DataFrame) -> list[str]:
+    """Names of the configurations that fit and finish on time, cheapest per good result first."""
+    ok = table[table["fits"] & table["on_time"]]
+    return list(ok.sort_values("gpu_s_per_good").index)

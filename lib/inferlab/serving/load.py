@@ -1,0 +1,182 @@
+"""Serving under load: a stream of requests through the iteration-level scheduler, one record per request.
+
+Time is measured from each request's *scheduled* arrival, so waiting outside the engine counts
+(one-at-a-time admission keeps the others in the application's queue). On top of
+``inferlab.scheduler.simulate`` this adds what a server decides around the engine:
+
+* admission: one request at a time, or continuous batching up to ``max_running``, optionally
+  limited by KV memory (``kv_budget_bytes``: admission waits for free blocks);
+* deadline-aware admission control: at arrival, predict the request's finish by simulating the
+  requests already accepted plus this one (no later arrivals known), and reject or redirect it if
+  the prediction misses the deadline;
+* cancellation at a given time: the engine finishes the iteration in flight, emits nothing more
+  for the request and frees its slot (a request cancelled before it started is dropped).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .. import example
+from .._validate import fraction, non_negative, one_of, positive, positive_int
+from ..iteration import FITTED_COST, CostFn
+from ..models import ModelSpec
+from ..scheduler import KVBlockLimit, NoLimit, Request, Schedule, simulate
+
+__all__ = ["POLICIES", "poisson_requests", "trace_requests", "serve"]
+
+#: Admission policies: name -> (scheduler policy, whether max_running is forced to 1).
+POLICIES = {"one-at-a-time": ("continuous", True), "continuous": ("continuous", False),
+            "chunked": ("chunked", False)}
+
+
+def poisson_requests(rate_per_s: float, n_requests: int, prompt_tokens: int, output_tokens: int,
+                     seed: int | np.random.Generator = 0, start_s: float = 0.0) -> list[Request]:
+    """``n_requests`` alike requests with exponential gaps of mean 1/rate (a Poisson process), seeded."""
+    positive("rate_per_s", rate_per_s)
+    positive_int("n_requests", n_requests)
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    arrivals = non_negative("start_s", start_s) + np.cumsum(rng.exponential(1.0 / rate_per_s, n_requests))
+    arrivals -= arrivals[0] - start_s  # the first request arrives at start_s
+    return trace_requests(arrivals, prompt_tokens, output_tokens)
+
+
+def trace_requests(arrivals_s: Sequence[float] | np.ndarray, prompt_tokens: int,
+                   output_tokens: int) -> list[Request]:
+    """Alike requests arriving at the given times (a fixed trace), named r0, r1, ... in arrival order."""
+    times = np.sort(np.asarray(arrivals_s, dtype=float))
+    if times.size == 0:
+        raise ValueError("arrivals_s must hold at least one arrival time")
+    return [Request(f"r{i}", float(t), prompt_tokens, output_tokens) for i, t in enumerate(times)]
+
+
+def _run(requests: list[Request], policy: str, cost: CostFn, max_running: int, kv_budget_bytes: float | None,
+         model: ModelSpec, token_budget: int | None, chunk_tokens: int | None) -> Schedule:
+    engine_policy, one = POLICIES[policy]
+    admission = NoLimit() if kv_budget_bytes is None else KVBlockLimit(
+        int(kv_budget_bytes // (16 * model.kv_bytes_per_token())), 16)
+    return simulate(requests, engine_policy, cost, max_running=1 if one else max_running, admission=admission,
+                    token_budget=token_budget, chunk_tokens=chunk_tokens)
+
+
+def _accept(requests: list[Request], deadline_s: float, run) -> tuple[list[Request], set[str]]:
+    accepted: list[Request] = []
+    refused: set[str] = set()
+    for r in requests:
+        trial = run(accepted + [r])
+        if trial.served[r.name].times.token_times_s[-1] - r.arrival_s <= deadline_s:
+            accepted.append(r)
+        else:
+            refused.add(r.name)
+    return accepted, refused
+
+
+def _cancel(requests: list[Request], cancel_at: Mapping[str, float], run,
+            max_rounds: int = 20) -> tuple[list[Request], Schedule | None, set[str]]:
+    """Truncate cancelled requests to the tokens emitted up to the iteration in flight at their cancel time."""
+    current = list(requests)
+    dropped: set[str] = set()
+    for _ in range(max_rounds):
+        sched = run(current) if current else None
+        changed, nxt = False, []
+        for r in current:
+            if r.name not in cancel_at or sched is None:
+                nxt.append(r)
+                continue
+            served = sched.served[r.name]
+            t = served.times.token_times_s
+            c = cancel_at[r.name]
+            if served.first_work_s >= c:  # not started when cancelled: dropped
+                dropped.add(r.name)
+                changed = True
+                continue
+            keep = min(int(np.searchsorted(t, c, side="right")) + 1, len(t))  # + the iteration in flight
+            if keep < r.output_tokens:
+                nxt.append(Request(r.name, r.arrival_s, r.prompt_tokens, keep))
+                changed = True
+            else:
+                nxt.append(r)
+        current = nxt
+        if not changed:
+            return current, sched, dropped
+    raise RuntimeError("cancellation did not settle; report this trace")  # pragma: no cover
+
+
+def serve(requests: Sequence[Request], policy: str = "continuous", *, cost: CostFn = FITTED_COST,
+          max_running: int = 64, kv_budget_bytes: float | None = None, model: ModelSpec = example.MODEL,
+          deadline_s: float = example.DEADLINE_S, admission_control: str | None = None,
+          correct: float | Mapping[str, bool] = 1.0, seed: int = 0,
+          cancel_at: Mapping[str, float] | None = None, token_budget: int | None = None,
+          chunk_tokens: int | None = None) -> pd.DataFrame:
+    """Serve ``requests``; one row per request: times from scheduled arrival, status, correctness, deadline.
+
+    ``policy``: ``one-at-a-time``, ``continuous`` or ``chunked``. ``admission_control``: None, ``reject``
+    or ``redirect`` (a request predicted to miss ``deadline_s`` is turned away at arrival).
+    ``correct``: the probability an answer is correct (drawn per request with ``seed``) or a mapping
+    name -> bool. Columns: arrival_s, status (done / cancelled / rejected / redirected), start_s,
+    first_token_s, finish_s, ttft_s, latency_s, max_itl_s, output_tokens, correct, on_time, good.
+    Times of a request that never ran (rejected, redirected, cancelled while queued) are NaN: they did not happen.
+    """
+    one_of("policy", policy, POLICIES)
+    positive_int("max_running", max_running)
+    positive("deadline_s", deadline_s)
+    if kv_budget_bytes is not None:
+        positive("kv_budget_bytes", kv_budget_bytes)
+    if admission_control is not None:
+        one_of("admission_control", admission_control, ("reject", "redirect"))
+    reqs = sorted(requests, key=lambda r: (r.arrival_s, r.name))
+    if not reqs:
+        raise ValueError("requests must not be empty")
+    names = [r.name for r in reqs]
+    if len(set(names)) != len(names):
+        raise ValueError("requests must have distinct names")
+    cancel_at = dict(cancel_at or {})
+    unknown = set(cancel_at) - set(names)
+    if unknown:
+        raise ValueError(f"cancel_at names requests that do not exist: {sorted(unknown)}")
+    for name, t in cancel_at.items():
+        non_negative(f"cancel_at[{name!r}]", t)
+
+    def run(rs: list[Request]) -> Schedule:
+        return _run(rs, policy, cost, max_running, kv_budget_bytes, model, token_budget, chunk_tokens)
+
+    accepted, refused = (_accept(reqs, deadline_s, run) if admission_control else (reqs, set()))
+    _, sched, dropped = _cancel(accepted, cancel_at, run) if cancel_at else (
+        accepted, run(accepted) if accepted else None, set())
+    flags = _correctness(names, correct, seed)
+    rows = []
+    for r in reqs:
+        row: dict[str, object] = {"name": r.name, "arrival_s": r.arrival_s, "prompt_tokens": r.prompt_tokens}
+        if r.name in refused or r.name in dropped or sched is None:
+            status = f"{admission_control}ed" if r.name in refused else "cancelled"
+            row.update(status=status, start_s=math.nan, first_token_s=math.nan, finish_s=math.nan,
+                       ttft_s=math.nan, latency_s=math.nan, max_itl_s=math.nan, output_tokens=0)
+        else:
+            s = sched.served[r.name]
+            t = s.times.token_times_s
+            cut = r.name in cancel_at and len(t) < r.output_tokens
+            row.update(status="cancelled" if cut else "done", start_s=s.first_work_s, first_token_s=float(t[0]),
+                       finish_s=float(t[-1]), ttft_s=float(t[0]) - r.arrival_s,
+                       latency_s=float(t[-1]) - r.arrival_s,
+                       max_itl_s=float(np.diff(t).max()) if len(t) > 1 else 0.0, output_tokens=len(t))
+        done = row["status"] == "done"
+        row["correct"] = bool(flags[r.name]) and done
+        row["on_time"] = done and row["latency_s"] <= deadline_s
+        row["good"] = row["correct"] and row["on_time"]
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("name")
+
+
+def _correctness(names: list[str], correct: float | Mapping[str, bool], seed: int) -> dict[str, bool]:
+    if isinstance(correct, Mapping):
+        missing = set(names) - set(correct)
+        if missing:
+            raise ValueError(f"correct has no entry for {sorted(missing)[:5]}")
+        return {n: bool(correct[n]) for n in names}
+    p = fraction("correct", correct)
+    draws = np.random.default_rng(seed).random(len(names)) < p
+    return dict(zip(names, draws.tolist()))

@@ -1,0 +1,112 @@
+"""What a stream of served requests achieved: throughput, goodput, latency percentiles, cost per good result.
+
+Goodput counts only answers that are correct (Q_i = 1) and on time (D_i = 1):
+``R_good = sum_i Q_i D_i / T_obs``; completion throughput counts every completed answer. Little's
+law ``n = lambda * T`` links arrivals, time in system and the requests the server must hold.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .. import example
+from .._validate import non_negative, positive
+from ..hardware import Accelerator
+
+__all__ = ["little_n", "time_average_in_system", "observation_window", "summarize", "amdahl_speedup",
+           "task_time"]
+
+_REQUIRED = ("arrival_s", "status", "finish_s", "ttft_s", "latency_s", "max_itl_s", "good", "correct", "on_time")
+
+
+def little_n(arrival_rate_per_s: float, mean_time_s: float) -> float:
+    """Little's law: mean number of requests in the system, n = lambda * T."""
+    return non_negative("arrival_rate_per_s", arrival_rate_per_s) * non_negative("mean_time_s", mean_time_s)
+
+
+def _check(records: pd.DataFrame) -> pd.DataFrame:
+    if not isinstance(records, pd.DataFrame) or any(c not in records.columns for c in _REQUIRED):
+        raise ValueError(f"records must be a DataFrame from serving.serve with columns {list(_REQUIRED)}")
+    if records.empty:
+        raise ValueError("records must hold at least one request")
+    return records
+
+
+def observation_window(records: pd.DataFrame) -> tuple[float, float]:
+    """(start, end) of observation: first scheduled arrival to the last finish (or last arrival if none finished)."""
+    r = _check(records)
+    start = float(r["arrival_s"].min())
+    finishes = r["finish_s"].dropna()
+    end = max(float(finishes.max()) if len(finishes) else start, float(r["arrival_s"].max()))
+    return start, end
+
+
+def time_average_in_system(records: pd.DataFrame, start_s: float, end_s: float) -> float:
+    """Time-average number of served requests in the system (arrival to finish) over [start_s, end_s]."""
+    r = _check(records)
+    if not end_s > start_s:
+        raise ValueError(f"end_s ({end_s}) must be greater than start_s ({start_s})")
+    served = r.dropna(subset=["finish_s"])
+    lo = np.clip(served["arrival_s"].to_numpy(), start_s, end_s)
+    hi = np.clip(served["finish_s"].to_numpy(), start_s, end_s)
+    return float((hi - lo).sum() / (end_s - start_s))
+
+
+def _pct(values: pd.Series, q: float) -> float:
+    v = values.dropna()
+    return float(np.percentile(v, q)) if len(v) else math.nan
+
+
+def summarize(records: pd.DataFrame, accelerator: Accelerator = example.ACCELERATOR) -> dict[str, float]:
+    """Completion throughput, goodput, Little's-law check, latency percentiles, GPU-s and energy per good result.
+
+    The GPU is counted busy over the whole observation window (arrival of the first request to the
+    last finish); energy is at the card's power limit, so it is an upper bound. Percentiles are over
+    completed requests; ``*_per_good`` is infinite when no answer was good.
+    """
+    r = _check(records)
+    start, end = observation_window(r)
+    t_obs = end - start
+    done = r[r["status"] == "done"]
+    good = int(r["good"].sum())
+    out = {
+        "requests": float(len(r)), "completed": float(len(done)), "correct": float(r["correct"].sum()),
+        "on_time": float(r["on_time"].sum()), "good": float(good), "t_obs_s": t_obs,
+        "completion_rps": len(done) / t_obs if t_obs > 0 else math.inf,
+        "goodput_rps": good / t_obs if t_obs > 0 else math.inf,
+        "mean_in_system": time_average_in_system(r, start, end) if t_obs > 0 else math.nan,
+        "arrival_rps": (len(r) - 1) / (r["arrival_s"].max() - start) if len(r) > 1 and r["arrival_s"].max() > start
+        else math.nan,
+        "mean_latency_s": float(done["latency_s"].mean()) if len(done) else math.nan,
+    }
+    for col, name in (("ttft_s", "ttft"), ("latency_s", "latency"), ("max_itl_s", "max_itl")):
+        out[f"{name}_p50_s"] = _pct(done[col], 50)
+        out[f"{name}_p95_s"] = _pct(done[col], 95)
+    out["gpu_s_per_good"] = t_obs / good if good else math.inf
+    out["energy_j_per_good"] = accelerator.power_w * out["gpu_s_per_good"]
+    return out
+
+
+def amdahl_speedup(fraction_accelerated: float, stage_speedup: float) -> float:
+    """Amdahl's law: whole-task speed-up 1 / ((1 - f) + f / s) when a share f of the time runs s times faster."""
+    f = non_negative("fraction_accelerated", fraction_accelerated)
+    if f > 1:
+        raise ValueError(f"fraction_accelerated must lie in [0, 1], got {f!r}")
+    return 1.0 / ((1 - f) + f / positive("stage_speedup", stage_speedup))
+
+
+def task_time(stages_s: dict[str, float], speedups: dict[str, float] | None = None,
+              added_s: float = 0.0) -> float:
+    """Seconds of a whole task: each stage divided by its speed-up (default 1), plus added work (e.g. draft set-up)."""
+    if not stages_s:
+        raise ValueError("stages_s must name at least one stage")
+    speedups = speedups or {}
+    unknown = set(speedups) - set(stages_s)
+    if unknown:
+        raise ValueError(f"speedups names stages that do not exist: {sorted(unknown)}")
+    total = sum(non_negative(f"stages_s[{k!r}]", v) / positive(f"speedups[{k!r}]", speedups.get(k, 1.0))
+                for k, v in stages_s.items())
+    return total + non_negative("added_s", added_s)

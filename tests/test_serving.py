@@ -1,0 +1,163 @@
+"""Section 8.6: the configuration chooser (A-E), measured rates, goodput, Little's law, admission and cancellation."""
+
+import math
+
+import numpy as np
+import pytest
+
+from inferlab import serving as sv
+from inferlab.scheduler import Request
+from inferlab.units import GiB, MiB
+
+
+@pytest.fixture(scope="module")
+def chapter():
+    return sv.evaluate_configs()
+
+
+def test_memory_of_a_to_e(chapter) -> None:
+    mib = (chapter["kv_bytes"] / MiB).round(0)
+    assert mib["A"] == 19_008 and mib["B"] == 6048 and mib["D"] == 9236 and mib["E"] == 6048
+    assert round(chapter.loc["B", "kv_gib"], 2) == 5.91 and round(chapter.loc["C", "kv_gib"], 2) == 9.86
+    assert round(chapter.loc["D", "kv_gib"], 2) == 9.02
+    assert list(chapter["fits"]) == [False, True, True, True, True]
+
+
+def test_times_of_a_to_e(chapter) -> None:
+    assert round(chapter.loc["A", "prefill_s"], 2) == 7.34 == round(chapter.loc["C", "prefill_s"], 2)
+    assert round(chapter.loc["B", "prefill_s"], 2) == 2.04 and round(chapter.loc["D", "prefill_s"], 2) == 2.23
+    assert round(chapter.loc["C", "round_s"] * 1e3, 2) == 28.26
+    assert round(chapter.loc["A", "round_s"] * 1e3, 2) == 29.63
+    assert chapter.loc["D", "rounds"] == 85 and chapter.loc["E", "rounds"] == 128
+    total = chapter["total_s"].round(2)
+    assert total["B"] == 9.01 and total["C"] == 14.55 and total["D"] == 4.56
+    assert list(chapter["on_time"]) == [False, False, False, True, True]
+
+
+def test_only_d_of_the_chapters_four_is_feasible_and_its_cost(chapter) -> None:
+    four = chapter.loc[["A", "B", "C", "D"]]
+    assert sv.feasible(four) == ["D"]
+    assert round(chapter.loc["D", "gpu_s_per_good"], 3) == 0.285
+    assert chapter.loc["D", "energy_j_per_good"] <= 171.0 and round(chapter.loc["D", "energy_j_per_good"]) == 171
+    assert math.isinf(chapter.loc["B", "gpu_s_per_good"])
+    assert not chapter.drop(columns="description").isna().any().any()
+
+
+def test_what_ifs() -> None:
+    small = sv.evaluate_configs(kv_budget_bytes=6 * GiB).loc[["A", "B", "C", "D"]]
+    assert sv.feasible(small) == []
+    assert bool(small.loc["B", "fits"]) and not bool(small.loc["D", "fits"])
+    short = sv.evaluate_configs(output_tokens=16)
+    assert round(short.loc["B", "total_s"], 2) == 2.45 and round(short.loc["D", "total_s"], 2) == 2.37
+    assert bool(short.loc["B", "on_time"]) and bool(short.loc["D", "on_time"])
+
+
+def test_exercise_8_9_e_beats_b_and_survives_6_gib() -> None:
+    table = sv.evaluate_configs(kv_budget_bytes=6 * GiB)
+    assert sv.feasible(table) == ["E"]
+    assert round(table.loc["E", "total_s"], 2) == round(2.040476 + 128 * 0.02745, 2)
+
+
+def test_efficiency_table_matches_the_chapter() -> None:
+    t = sv.efficiency_table()
+    assert list(t["read_gb"].round(2)) == [15.44, 16.34, 19.97, 34.46]
+    assert list(t["at_peak_ms"].round(2)) == [8.62, 9.12, 11.14, 19.23]
+    assert list(t["measured_ms"].round(2)) == [26.26, 26.62, 27.44, 29.63]
+    assert list((t["mbu"] * 100).round(0)) == [33, 34, 41, 65]
+    assert list((t["prefill_mfu"] * 100).round(0)) == [62, 61, 61, 58]
+    assert round((t.loc[1, "measured_ms"] - t.loc[1, "at_peak_ms"]), 1) == 17.6
+
+
+def test_measured_rates() -> None:
+    r = sv.shared_batch_rates()
+    assert round(r["r_p"]) == 16_059 and round(r["r_d"]) == 585
+    assert round(r["gpu_s_per_request"], 3) == 0.563 and round(r["gpu_s_per_batch"], 2) == 9.01
+    assert round(r["prefill_mfu"] * 100) == 58
+    assert abs(r["estimated_prefill_s"] - 2.04) < 0.005  # the model at 57.77 % MFU agrees with the measurement
+    assert sv.gpu_seconds(2048, 1, 16_059, 585) == pytest.approx(2048 / 16_059)
+
+
+def test_amdahl_and_task_time() -> None:
+    assert round(sv.amdahl_speedup(0.5, 4), 2) == 1.6 and round(sv.amdahl_speedup(0.2, 4), 2) == 1.18
+    assert sv.task_time({"decode": 50, "other": 50}, {"decode": 4}) == 62.5
+    assert sv.task_time({"decode": 20, "other": 80}, {"decode": 4}) == 85
+    assert sv.task_time({"a": 1.0}, added_s=8) == 9.0
+    with pytest.raises(ValueError, match="fraction_accelerated"):
+        sv.amdahl_speedup(1.5, 2)
+    with pytest.raises(ValueError, match="speedups"):
+        sv.task_time({"a": 1.0}, {"b": 2.0})
+
+
+def test_littles_law_examples_and_simulation() -> None:
+    assert sv.little_n(4, 0.5) == 2 and sv.little_n(4, 2) == 8
+    reqs = sv.poisson_requests(2.0, 400, 512, 32, seed=3)
+    df = sv.serve(reqs, "continuous", max_running=64)
+    s = sv.summarize(df)
+    # over the whole window both sides count the same sojourns: n = lambda_obs * T exactly
+    assert s["mean_in_system"] == pytest.approx(len(df) / s["t_obs_s"] * s["mean_latency_s"], rel=1e-9)
+    # on an inner window the time average still matches lambda * T up to edge effects
+    lo, hi = 20.0, 180.0
+    inside = df[(df["arrival_s"] >= lo) & (df["arrival_s"] < hi)]
+    n_bar = sv.time_average_in_system(df, lo, hi)
+    assert n_bar == pytest.approx(len(inside) / (hi - lo) * inside["latency_s"].mean(), rel=0.05)
+
+
+def test_waiting_outside_the_engine_counts() -> None:
+    reqs = sv.trace_requests([0.0, 0.0, 0.0], 2048, 32)
+    one = sv.serve(reqs, "one-at-a-time")
+    cont = sv.serve(reqs, "continuous")
+    assert one.loc["r2", "latency_s"] > 2 * one.loc["r0", "latency_s"]
+    assert one.loc["r2", "start_s"] >= one.loc["r1", "finish_s"]
+    assert cont["latency_s"].max() < one["latency_s"].max()
+
+
+def test_goodput_counts_only_correct_and_on_time() -> None:
+    reqs = sv.trace_requests(np.arange(8) * 0.05, 2048, 64)
+    wrong = {r.name: r.name != "r3" for r in reqs}
+    df = sv.serve(reqs, "one-at-a-time", deadline_s=3.0, correct=wrong)
+    s = sv.summarize(df)
+    assert s["completed"] == 8 and s["correct"] == 7
+    assert s["good"] == int((df["correct"] & (df["latency_s"] <= 3.0)).sum()) < 7
+    assert s["goodput_rps"] < s["completion_rps"]
+
+
+def test_admission_control_turns_away_requests_that_would_be_late() -> None:
+    reqs = sv.trace_requests(np.zeros(6), 2048, 256)
+    plain = sv.serve(reqs, "one-at-a-time", deadline_s=7.0)
+    gated = sv.serve(reqs, "one-at-a-time", deadline_s=7.0, admission_control="reject")
+    assert (plain["on_time"]).sum() == 1
+    assert (gated["status"] == "rejected").sum() == 5 and gated["on_time"].sum() == 1
+    redirected = sv.serve(reqs, "one-at-a-time", deadline_s=7.0, admission_control="redirect")
+    assert (redirected["status"] == "redirected").sum() == 5
+
+
+def test_cancellation_frees_the_slot_after_the_iteration_in_flight() -> None:
+    reqs = sv.trace_requests([0.0, 0.0], 1024, 200)
+    plain = sv.serve(reqs, "one-at-a-time")
+    cut = sv.serve(reqs, "one-at-a-time", cancel_at={"r0": 1.0})
+    assert cut.loc["r0", "status"] == "cancelled" and 0 < cut.loc["r0", "output_tokens"] < 200
+    assert cut.loc["r0", "finish_s"] >= 1.0  # the iteration in flight at 1.0 s completes
+    assert cut.loc["r1", "finish_s"] < plain.loc["r1", "finish_s"]
+    early = sv.serve(reqs, "one-at-a-time", cancel_at={"r1": 0.5})  # still queued: dropped
+    assert early.loc["r1", "status"] == "cancelled" and early.loc["r1", "output_tokens"] == 0
+
+
+@pytest.mark.parametrize("kwargs, name", [({"policy": "batchy"}, "policy"), ({"deadline_s": 0}, "deadline_s"),
+                                          ({"admission_control": "drop"}, "admission_control"),
+                                          ({"correct": 1.5}, "correct"), ({"cancel_at": {"zz": 1.0}}, "cancel_at"),
+                                          ({"kv_budget_bytes": -1}, "kv_budget_bytes")])
+def test_bad_input_names_the_parameter(kwargs, name) -> None:
+    reqs = [Request("a", 0.0, 16, 4)]
+    with pytest.raises(ValueError, match=name):
+        sv.serve(reqs, **kwargs)
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ValueError, match="kv_format"):
+        sv.ServingConfig("X", "x", kv_format="int3")
+    with pytest.raises(ValueError, match="tokens_per_round"):
+        sv.ServingConfig("X", "x", tokens_per_round=0.5)
+    with pytest.raises(ValueError, match="configs"):
+        sv.evaluate_configs([])
+    with pytest.raises(ValueError, match="rate_per_s"):
+        sv.poisson_requests(0, 3, 16, 4)
