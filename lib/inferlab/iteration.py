@@ -4,13 +4,19 @@ An iteration runs a list of ``Work`` items, one per request that takes part: a p
 (``new_tokens`` of its prompt after ``cached_tokens`` already in the KV) or a decode (one new
 token after the prompt and the earlier outputs). A cost function maps that list to seconds;
 any callable with the signature of ``CostFn`` plugs into ``scheduler.simulate``.
+
+A cost that depends on the work only through its totals (new tokens, causal pairs, KV tokens
+read, logits) also offers ``of_totals``; the scheduler then takes its event-driven fast path,
+which never builds the per-request ``Work`` items. ``__call__`` of such a cost is
+``of_totals(*totals(work))``, so both paths give the same bits.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from functools import cached_property
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from ._validate import non_negative, non_negative_int, positive, positive_int
 from .hardware import Accelerator
@@ -56,6 +62,27 @@ class CostFn(Protocol):
     def __call__(self, work: Sequence[Work]) -> float: ...
 
 
+@runtime_checkable
+class TotalsCost(Protocol):
+    """A ``CostFn`` that depends on the work only through its totals (the scheduler's fast path)."""
+
+    def __call__(self, work: Sequence[Work]) -> float: ...
+
+    def of_totals(self, new_tokens: int, pairs: int, kv_tokens: int, logits: int) -> float: ...
+
+
+def totals(work: Sequence[Work]) -> tuple[int, int, int, int]:
+    """Exact integer totals of ``work``: new tokens, causal pairs, KV tokens read (cached + new), logits rows."""
+    tokens = pairs = kv = logits = 0
+    for item in work:
+        c = item.new_tokens
+        tokens += c
+        pairs += item.cached_tokens * c + c * (c + 1) // 2
+        kv += item.cached_tokens + c
+        logits += min(item.emits, c)
+    return tokens, pairs, kv, logits
+
+
 @dataclass(frozen=True)
 class IterationCost:
     """Linear iteration cost: fixed_s + per_token_s x new tokens + per_pair_s x causal pairs (seconds)."""
@@ -71,11 +98,11 @@ class IterationCost:
 
     def __call__(self, work: Sequence[Work]) -> float:
         """Seconds of one iteration running ``work``."""
-        tokens = pairs = 0
-        for item in work:
-            tokens += item.new_tokens
-            pairs += item.cached_tokens * item.new_tokens + item.new_tokens * (item.new_tokens + 1) // 2
-        return self.fixed_s + self.per_token_s * tokens + self.per_pair_s * pairs
+        return self.of_totals(*totals(work))
+
+    def of_totals(self, new_tokens: int, pairs: int, kv_tokens: int = 0, logits: int = 0) -> float:
+        """Seconds of an iteration with these totals (KV tokens and logits do not enter this model)."""
+        return self.fixed_s + self.per_token_s * new_tokens + self.per_pair_s * pairs
 
     def of(self, new_tokens: int, cached_tokens: int = 0) -> float:
         """Seconds of an iteration holding one piece of ``new_tokens`` after ``cached_tokens``."""
@@ -100,7 +127,7 @@ class RooflineCost:
     """Iteration time from a model and an accelerator: max(FLOP/(P*MFU), bytes/(beta*MBU)) + overhead_s.
 
     Bytes are the matrix weights once plus every item's KV reads (cached and new tokens);
-    FLOP follow ``ModelSpec.flops`` with one lm_head row per emitted token.
+    FLOP follow ``ModelSpec.flops`` with one lm_head row per emitted token, summed as exact integers.
     """
 
     model: ModelSpec
@@ -117,14 +144,19 @@ class RooflineCost:
 
     def __call__(self, work: Sequence[Work]) -> float:
         """Seconds of one iteration running ``work``."""
-        flops = 0.0
-        kv_tokens = 0
-        for item in work:
-            flops += self.model.flops(item.new_tokens, item.cached_tokens, logits=min(item.emits, item.new_tokens))
-            kv_tokens += item.cached_tokens + item.new_tokens
-        read = self.model.matrix_weight_bytes(self.dtype_bytes) + kv_tokens * self.model.kv_bytes_per_token(
-            self.dtype_bytes
-        )
-        compute_s = self.accelerator.compute_time(flops, self.mfu)
-        memory_s = self.accelerator.memory_time(read, self.mbu)
+        return self.of_totals(*totals(work))
+
+    def of_totals(self, new_tokens: int, pairs: int, kv_tokens: int, logits: int) -> float:
+        """Seconds of an iteration with these totals (the sum of ``ModelSpec.flops`` over its items)."""
+        per_token, per_logit, per_pair, weights, per_kv, flop_rate, byte_rate = self._coefficients
+        flops = per_token * new_tokens + per_logit * logits + per_pair * pairs
+        compute_s = flops / flop_rate
+        memory_s = (weights + kv_tokens * per_kv) / byte_rate
         return max(compute_s, memory_s) + self.overhead_s
+
+    @cached_property
+    def _coefficients(self) -> tuple[int, int, int, float, float, float, float]:
+        m, card = self.model, self.accelerator
+        return (2 * m.active_linear_params, 2 * m.hidden_size * m.vocab_size, 4 * m.n_heads * m.head_dim * m.n_layers,
+                m.matrix_weight_bytes(self.dtype_bytes), m.kv_bytes_per_token(self.dtype_bytes),
+                card.peak_bf16_flops * self.mfu, card.hbm_bandwidth * self.mbu)

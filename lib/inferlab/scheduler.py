@@ -17,27 +17,36 @@ Policies:
   blocks admission behind it (first come, first served). By
   default (SPEC) a piece runs only if it fits whole in what is left of the budget
   (``whole_chunks=True``); ``whole_chunks=False`` cuts it to the budget left, as vLLM does.
+
+Two engines run these rules: an event-driven one (``sched_events``) when the cost depends on the
+work only through its totals (``IterationCost``, ``RooflineCost``: anything with ``of_totals``),
+and the general per-item one (``sched_plans``) for any other ``CostFn`` or a policy registered in
+``POLICIES``. They give bit-identical times; tests hold both to the pre-rewrite loop.
 """
 
 from __future__ import annotations
 
-import math
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
+import numpy as np
+
 from ._validate import non_negative, one_of, positive, positive_int
-from .iteration import FITTED_COST, CostFn, IterationCost, RooflineCost, Work
+from .iteration import FITTED_COST, CostFn, IterationCost, RooflineCost, TotalsCost, Work
 from .memory import blocks_for, kv_tokens
-from .timeline import RequestTimes, summarize
+from .sched_events import run_events
+from .sched_log import Iteration, IterationLog
+from .sched_plans import BUILTIN_POLICIES, POLICIES, run_plans
+from .timeline import RequestTimes, itls_by_request, summarize
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
     "Request", "Work", "IterationCost", "RooflineCost", "FITTED_COST", "Admission", "NoLimit", "KVBlockLimit",
-    "Iteration", "Served", "Schedule", "simulate", "POLICIES",
+    "Iteration", "IterationLog", "Served", "Schedule", "simulate", "POLICIES", "TotalsCost",
     "example_requests", "EXAMPLE_MAX_RUNNING", "EXAMPLE_TOKEN_BUDGET", "EXAMPLE_CHUNK_TOKENS", "run_example",
     "replay_requests", "budget_sweep", "budget_within_gap", "quickest_admission_budget", "batch_requests", "REPLAY_PROMPT_TOKENS", "REPLAY_OUTPUT_TOKENS", "REPLAY_INTERVAL_S",
 ]
@@ -131,26 +140,6 @@ class KVBlockLimit:
 
 # ---- results -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Iteration:
-    """One iteration of the log: when it started, how long it took, which work of which request it ran."""
-
-    index: int
-    start_s: float
-    duration_s: float
-    work: tuple[Work, ...]
-
-    @property
-    def end_s(self) -> float:
-        """Time the iteration ends and its tokens are emitted."""
-        return self.start_s + self.duration_s
-
-    @property
-    def new_tokens(self) -> int:
-        """Tokens the iteration runs (prompt pieces and decodes)."""
-        return sum(w.new_tokens for w in self.work)
-
-
-@dataclass(frozen=True)
 class Served:
     """What happened to one request: when its first work started and its output-token times."""
 
@@ -166,16 +155,19 @@ class Served:
     @property
     def finish_s(self) -> float:
         """Emission time of the last output token."""
-        return self.times.token_times_s[-1]
+        return float(self.times.token_times_s[-1])
 
 
 @dataclass(frozen=True)
 class Schedule:
-    """A simulated run: each request's record (by name, input order), the iteration log and the makespan."""
+    """A simulated run: each request's record (by name, input order), the iteration log and the makespan.
+
+    ``makespan_s`` runs from the first arrival to the last token (the chapter's example starts at 0).
+    """
 
     policy: str
     served: dict[str, Served]
-    iterations: tuple[Iteration, ...]
+    iterations: IterationLog
     makespan_s: float
 
     @property
@@ -183,14 +175,18 @@ class Schedule:
         """Each request's ``timeline.RequestTimes`` (TTFT, every ITL), by name."""
         return {name: s.times for name, s in self.served.items()}
 
+    @cached_property
+    def _itls(self) -> tuple[np.ndarray, np.ndarray]:
+        return itls_by_request([s.times for s in self.served.values()])
+
     @property
     def max_itl_s(self) -> float:
         """Longest gap between consecutive output tokens of any request."""
-        return max(s.times.max_itl_s for s in self.served.values())
+        return float(self._itls[0].max())
 
     def summary(self) -> dict[str, float]:
-        """Batch metrics of ``timeline.summarize`` plus the makespan from time 0 and the iteration count."""
-        out = summarize(list(self.times.values()))
+        """Batch metrics of ``timeline.summarize`` (makespan from the first arrival) plus the iteration count."""
+        out = summarize([s.times for s in self.served.values()])
         out["makespan_s"] = self.makespan_s
         out["iterations"] = len(self.iterations)
         return out
@@ -199,123 +195,21 @@ class Schedule:
         """One row per request: arrival, queueing, TTFT, max and mean ITL, finish (seconds)."""
         import pandas as pd
 
-        rows = [
-            {"request": name, "arrival_s": s.request.arrival_s, "prompt_tokens": s.request.prompt_tokens,
-             "output_tokens": s.request.output_tokens, "queue_s": s.queue_s, "ttft_s": s.times.ttft_s,
-             "max_itl_s": s.times.max_itl_s, "mean_itl_s": s.times.mean_itl_s, "finish_s": s.finish_s}
-            for name, s in self.served.items()
-        ]
-        return pd.DataFrame(rows).set_index("request")
-
-
-# ---- the engine state the policies act on -----------------------------------------------------
-@dataclass(eq=False, slots=True)
-class _Live:
-    request: Request
-    prefilled: int = 0
-    times: list[float] = field(default_factory=list)
-    first_work_s: float = -1.0
-
-    @property
-    def decoding(self) -> bool:
-        return self.prefilled == self.request.prompt_tokens
-
-
-class _Engine:
-    """Queues and limits shared by the policies; every operation is O(1) or O(running)."""
-
-    def __init__(self, requests: Sequence[Request], max_running: int, admission: Admission,
-                 token_budget: int | None, chunk_tokens: int | None, whole_chunks: bool) -> None:
-        self.pending: deque[Request] = deque(sorted(requests, key=lambda r: r.arrival_s))
-        self.waiting: deque[Request] = deque()
-        self.running: list[_Live] = []
-        self.max_running = max_running
-        self.admission = admission
-        self.budget = math.inf if token_budget is None else token_budget
-        self.chunk = min(self.budget, math.inf if chunk_tokens is None else chunk_tokens)
-        self.whole_chunks = whole_chunks
-
-    def arrive(self, now: float) -> None:
-        while self.pending and self.pending[0].arrival_s <= now:
-            self.waiting.append(self.pending.popleft())
-
-    def can_admit(self) -> bool:
-        return (len(self.running) < self.max_running and bool(self.waiting)
-                and self.admission.can_admit(self.waiting[0]))
-
-    def admit(self) -> _Live:
-        request = self.waiting.popleft()
-        self.admission.admit(request)
-        live = _Live(request)
-        self.running.append(live)
-        return live
-
-
-Plan = list[tuple[_Live, Work]]
-
-
-def _prefill(live: _Live, tokens: int) -> tuple[_Live, Work]:
-    done = live.prefilled + tokens == live.request.prompt_tokens
-    return live, Work(live.request, "prefill", tokens, live.prefilled, 1 if done else 0)
-
-
-def _decodes(engine: _Engine, budget: float) -> tuple[Plan, float]:
-    """One decode per running request past its prompt, in admission order, while the budget lasts."""
-    plan: Plan = []
-    for live in engine.running:
-        if live.decoding and budget >= 1:
-            cached = live.request.prompt_tokens + len(live.times) - 1
-            plan.append((live, Work(live.request, "decode", 1, cached, 1)))
-            budget -= 1
-    return plan, budget
-
-
-def _admit_whole_prompts(engine: _Engine, plan: Plan, budget: float) -> Plan:
-    while engine.can_admit() and engine.waiting[0].prompt_tokens <= budget:
-        live = engine.admit()
-        plan.append(_prefill(live, live.request.prompt_tokens))
-        budget -= live.request.prompt_tokens
-    return plan
-
-
-def _plan_fixed(engine: _Engine) -> Plan:
-    if engine.running:
-        return _decodes(engine, math.inf)[0]
-    return _admit_whole_prompts(engine, [], engine.budget)
-
-
-def _plan_continuous(engine: _Engine) -> Plan:
-    plan, budget = _decodes(engine, engine.budget)
-    return _admit_whole_prompts(engine, plan, budget)
-
-
-def _plan_chunked(engine: _Engine) -> Plan:
-    plan, budget = _decodes(engine, engine.budget)
-
-    def piece(live: _Live) -> int:
-        want = min(live.request.prompt_tokens - live.prefilled, engine.chunk)
-        return int(want) if want <= budget or engine.whole_chunks else int(budget)
-
-    for live in engine.running:
-        if not live.decoding and budget >= 1 and piece(live) <= budget:
-            tokens = piece(live)
-            plan.append(_prefill(live, tokens))
-            budget -= tokens
-    while budget >= 1 and engine.can_admit():
-        head = engine.waiting[0]
-        tokens = int(min(head.prompt_tokens, engine.chunk, budget))
-        if engine.whole_chunks and tokens < min(head.prompt_tokens, engine.chunk):
-            break
-        plan.append(_prefill(engine.admit(), tokens))
-        budget -= tokens
-    return plan
-
-
-POLICIES: dict[str, Callable[[_Engine], Plan]] = {
-    "fixed": _plan_fixed,
-    "continuous": _plan_continuous,
-    "chunked": _plan_chunked,
-}
+        served = list(self.served.values())
+        count = len(served)
+        arrival = np.fromiter((s.request.arrival_s for s in served), dtype=float, count=count)
+        first_work = np.fromiter((s.first_work_s for s in served), dtype=float, count=count)
+        first = np.fromiter((s.times.token_times_s[0] for s in served), dtype=float, count=count)
+        finish = np.fromiter((s.times.token_times_s[-1] for s in served), dtype=float, count=count)
+        longest, mean = self._itls
+        return pd.DataFrame({
+            "request": list(self.served),
+            "arrival_s": arrival,
+            "prompt_tokens": np.fromiter((s.request.prompt_tokens for s in served), dtype=np.int64, count=count),
+            "output_tokens": np.fromiter((s.request.output_tokens for s in served), dtype=np.int64, count=count),
+            "queue_s": first_work - arrival, "ttft_s": first - arrival, "max_itl_s": longest,
+            "mean_itl_s": mean, "finish_s": finish,
+        }).set_index("request")
 
 
 # ---- the loop ----------------------------------------------------------------------------------
@@ -330,14 +224,23 @@ def simulate(
     whole_chunks: bool = True,
     record_iterations: bool = True,
 ) -> Schedule:
-    """Run ``requests`` under ``policy`` ('fixed' | 'continuous' | 'chunked'); times in seconds.
+    """Run ``requests`` under ``policy`` ('fixed' | 'continuous' | 'chunked' or one registered in ``POLICIES``); seconds.
 
-    ``token_budget`` caps the tokens of one iteration (required for 'chunked'); ``chunk_tokens``
-    caps one prompt piece (default and at most: the budget). With ``whole_chunks`` (the default, the
-    chapter's rule) a piece that does not fit whole in the budget left waits for a later iteration;
-    with ``whole_chunks=False`` it is cut to what is left, as vLLM's chunked prefill does (needed when
-    the chunk equals the budget, or prefill would wait until no decode runs). ``admission`` (default: no limit) adds a memory
-    check such as ``KVBlockLimit``. Cost is O(total work): no scan over finished requests.
+    ``token_budget`` caps the tokens of one iteration (required for 'chunked'; at least ``max_running``,
+    so a running decode never misses an iteration). Under 'fixed' and 'continuous' it limits the
+    prompts admitted together: admission stops at the first waiting prompt that does not fit whole
+    in what is left, which then waits for the next group (fixed) or iteration (continuous), so a
+    group may be smaller than ``max_running``; a single prompt above the budget is a ValueError.
+    ``chunk_tokens`` caps one prompt piece (default and at most: the budget). With ``whole_chunks``
+    (the default, the chapter's rule) a piece that does not fit whole in the budget left waits for a
+    later iteration; with ``whole_chunks=False`` it is cut to what is left, as vLLM's chunked prefill
+    does. Chunked admission is head-of-line: when the first piece of the waiting request at the head
+    does not fit, nobody behind it is admitted in that iteration, e.g. with budget 4096, chunk 4096
+    and one decode running, an 8192-token prompt at the head waits and so does a 16-token prompt
+    behind it. ``admission`` (default: no limit) adds a memory check such as ``KVBlockLimit``.
+    ``makespan_s`` runs from the first arrival to the last token. A cost with ``of_totals`` takes the
+    event-driven engine (O(1) per iteration plus its prompt pieces), any other ``CostFn`` the
+    per-item one; ``record_iterations=False`` drops the iteration log.
     """
     requests = list(requests)
     if not requests:
@@ -357,59 +260,31 @@ def simulate(
         positive_int("chunk_tokens", chunk_tokens)
         if policy != "chunked":
             raise ValueError("chunk_tokens applies to policy 'chunked' only")
-    admission = NoLimit() if admission is None else admission
-    for r in requests:
-        if policy != "chunked" and token_budget is not None and r.prompt_tokens > token_budget:
-            raise ValueError(f"request {r.name!r}: prompt_tokens ({r.prompt_tokens}) exceed token_budget "
-                             f"({token_budget}) and policy {policy!r} cannot split a prompt")
-        if not admission.fits(r):
-            raise ValueError(f"request {r.name!r} can never be admitted by {admission!r}")
+    if not callable(cost):
+        raise ValueError(f"cost must be a callable on a sequence of Work (a CostFn), got {cost!r}")
+    if policy != "chunked" and token_budget is not None:
+        too_long = next((r for r in requests if r.prompt_tokens > token_budget), None)
+        if too_long is not None:
+            raise ValueError(f"request {too_long.name!r}: prompt_tokens ({too_long.prompt_tokens}) exceed "
+                             f"token_budget ({token_budget}) and policy {policy!r} cannot split a prompt")
+    if admission is not None:
+        for r in requests:
+            if not admission.fits(r):
+                raise ValueError(f"request {r.name!r} can never be admitted by {admission!r}")
 
-    engine = _Engine(requests, max_running, admission, token_budget, chunk_tokens, whole_chunks)
-    plan_of = POLICIES[policy]
-    finished: dict[str, _Live] = {}
-    log: list[Iteration] = []
-    now = 0.0
-    index = 0
-    while engine.pending or engine.waiting or engine.running:
-        engine.arrive(now)
-        if not engine.running and not engine.waiting:
-            now = engine.pending[0].arrival_s
-            continue
-        plan = plan_of(engine)
-        if not plan:
-            raise RuntimeError(f"policy {policy!r} planned no work with {len(engine.running)} running "
-                               f"and {len(engine.waiting)} waiting")
-        work = tuple(w for _, w in plan)
-        duration = cost(work)
-        if not (math.isfinite(duration) and duration > 0):
-            raise ValueError(f"cost returned {duration!r} seconds; it must be finite and > 0")
-        start, now = now, now + duration
-        for live, item in plan:
-            if live.first_work_s < 0:
-                live.first_work_s = start
-            if item.kind == "prefill":
-                live.prefilled += item.new_tokens
-            live.times.extend([now] * item.emits)
-        if record_iterations:
-            log.append(Iteration(index, start, duration, work))
-        index += 1
-        still = []
-        for live in engine.running:
-            if len(live.times) >= live.request.output_tokens:
-                engine.admission.release(live.request)
-                finished[live.request.name] = live
-            else:
-                still.append(live)
-        engine.running = still
-
-    served = {}
-    for r in requests:
-        live = finished[r.name]
-        served[r.name] = Served(r, live.first_work_s, RequestTimes(r.arrival_s, tuple(live.times)))
-    start = min(r.arrival_s for r in requests)
-    makespan = max(s.finish_s for s in served.values()) - start
-    return Schedule(policy, served, tuple(log), makespan)
+    ordered = sorted(requests, key=lambda r: r.arrival_s)
+    fast = isinstance(cost, TotalsCost) and POLICIES[policy] is BUILTIN_POLICIES.get(policy)
+    if fast:
+        run = run_events(ordered, policy, cost, max_running, token_budget, chunk_tokens, admission,
+                         whole_chunks, record_iterations)
+    else:
+        run = run_plans(ordered, policy, cost, max_running, token_budget, chunk_tokens,
+                        NoLimit() if admission is None else admission, whole_chunks, record_iterations)
+    trusted = RequestTimes.trusted
+    by_name = {r.name: Served(r, first, trusted(r.arrival_s, times))
+               for r, first, times in zip(ordered, run.first_work_s.tolist(), run.token_times_s)}
+    served = {r.name: by_name[r.name] for r in requests}
+    return Schedule(policy, served, run.iterations, run.makespan_s)
 
 
 # ---- the chapter's examples --------------------------------------------------------------------

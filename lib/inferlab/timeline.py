@@ -15,22 +15,43 @@ import numpy as np
 from ._validate import non_negative, positive, positive_int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RequestTimes:
-    """Arrival time and output-token emission times of one request (seconds)."""
+    """Arrival time and output-token emission times of one request (seconds).
+
+    ``token_times_s`` is kept as a read-only float64 array (a simulator may hand in a slice of
+    its array of iteration end times); gaps are computed when asked for.
+    """
 
     arrival_s: float
-    token_times_s: tuple[float, ...]
+    token_times_s: np.ndarray
 
     def __post_init__(self) -> None:
         non_negative("arrival_s", self.arrival_s)
-        times = np.asarray(self.token_times_s, dtype=float)
+        times = np.array(self.token_times_s, dtype=float).reshape(-1)
         if times.size == 0:
             raise ValueError("token_times_s must hold at least one output token time")
         if not np.all(np.isfinite(times)) or np.any(np.diff(times) < 0):
             raise ValueError("token_times_s must be finite and non-decreasing")
         if times[0] < self.arrival_s:
             raise ValueError(f"first token ({times[0]}) comes before arrival_s ({self.arrival_s})")
+        times.flags.writeable = False
+        object.__setattr__(self, "token_times_s", times)
+
+    @classmethod
+    def trusted(cls, arrival_s: float, token_times_s: np.ndarray) -> "RequestTimes":
+        """Build without checks, for a simulator whose times are valid by construction (a read-only float64 array)."""
+        obj = object.__new__(cls)
+        object.__setattr__(obj, "arrival_s", arrival_s)
+        object.__setattr__(obj, "token_times_s", token_times_s)
+        return obj
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RequestTimes):
+            return NotImplemented
+        return self.arrival_s == other.arrival_s and np.array_equal(self.token_times_s, other.token_times_s)
+
+    __hash__ = None  # type: ignore[assignment]
 
     @property
     def output_tokens(self) -> int:
@@ -40,12 +61,12 @@ class RequestTimes:
     @property
     def ttft_s(self) -> float:
         """Time to first token, t_1 - t_a."""
-        return self.token_times_s[0] - self.arrival_s
+        return float(self.token_times_s[0]) - self.arrival_s
 
     @property
     def itls_s(self) -> np.ndarray:
         """The G - 1 inter-token latencies t_{j+1} - t_j."""
-        return np.diff(np.asarray(self.token_times_s, dtype=float))
+        return np.diff(self.token_times_s)
 
     @property
     def max_itl_s(self) -> float:
@@ -62,7 +83,7 @@ class RequestTimes:
     @property
     def request_time_s(self) -> float:
         """End-to-end time, TTFT + sum of ITLs = t_G - t_a."""
-        return self.token_times_s[-1] - self.arrival_s
+        return float(self.token_times_s[-1]) - self.arrival_s
 
     def meets(self, deadline_s: float) -> bool:
         """Whether the whole answer arrives within ``deadline_s`` of arrival."""
@@ -93,7 +114,7 @@ def single_request(
         gaps[j - 1] += non_negative("stalls_s value", extra)
     first = arrival_s + queue_s + prefill_s
     times = first + np.concatenate([[0.0], np.cumsum(gaps)])
-    return RequestTimes(arrival_s, tuple(times.tolist()))
+    return RequestTimes(arrival_s, times)
 
 
 def request_time(queue_s: float, prefill_s: float, itl_s: float, output_tokens: int) -> float:
@@ -106,17 +127,42 @@ def decode_throughput(batch: int, step_s: float) -> float:
     return positive_int("batch", batch) / positive("step_s", step_s)
 
 
-def summarize(requests: Sequence[RequestTimes]) -> dict[str, float]:
-    """Batch-level metrics: mean TTFT, mean and max ITL, makespan and output throughput (tokens/s)."""
+def _flat(requests: Sequence[RequestTimes]) -> tuple[np.ndarray, np.ndarray]:
+    """All token times end to end, and each request's count of tokens."""
+    counts = np.fromiter((r.token_times_s.size for r in requests), dtype=np.int64, count=len(requests))
+    return np.concatenate([r.token_times_s for r in requests]), counts
+
+
+def itls_by_request(requests: Sequence[RequestTimes]) -> tuple[np.ndarray, np.ndarray]:
+    """Each request's longest and mean inter-token latency (0 for a single token), vectorized (seconds)."""
     if not requests:
         raise ValueError("requests must not be empty")
-    start = min(r.arrival_s for r in requests)
-    end = max(r.token_times_s[-1] for r in requests)
-    itls = np.concatenate([r.itls_s for r in requests])
-    tokens = sum(r.output_tokens for r in requests)
-    span = end - start
+    flat, counts = _flat(requests)
+    gaps = np.append(np.diff(flat), -np.inf)
+    starts = np.cumsum(counts) - counts
+    gaps[starts[1:] - 1] = -np.inf  # the step from one request's last token to the next one's first
+    longest = np.maximum.reduceat(gaps, starts)
+    gaps[np.isneginf(gaps)] = 0.0
+    n_gaps = counts - 1
+    mean = np.divide(np.add.reduceat(gaps, starts), n_gaps, out=np.zeros(len(counts)), where=n_gaps > 0)
+    return np.where(n_gaps > 0, longest, 0.0), mean
+
+
+def summarize(requests: Sequence[RequestTimes]) -> dict[str, float]:
+    """Batch-level metrics: mean TTFT, mean and max ITL, makespan from the first arrival, output throughput (tokens/s)."""
+    if not requests:
+        raise ValueError("requests must not be empty")
+    flat, counts = _flat(requests)
+    ends = np.cumsum(counts)
+    arrivals = np.fromiter((r.arrival_s for r in requests), dtype=float, count=len(requests))
+    keep = np.ones(flat.size - 1, dtype=bool)
+    keep[ends[:-1] - 1] = False
+    itls = np.diff(flat)[keep]
+    start = float(arrivals.min())
+    span = float(flat[ends - 1].max()) - start
+    tokens = int(counts.sum())
     return {
-        "mean_ttft_s": float(np.mean([r.ttft_s for r in requests])),
+        "mean_ttft_s": float(np.mean(flat[ends - counts] - arrivals)),
         "mean_itl_s": float(itls.mean()) if itls.size else 0.0,
         "max_itl_s": float(itls.max()) if itls.size else 0.0,
         "makespan_s": span,

@@ -1,0 +1,126 @@
+"""The scheduler's iteration log, kept compact: arrays of start and duration, each iteration's work built when read.
+
+A simulation of 10^6 requests runs ~10^8 decode items; the log stores only what it cannot
+recompute (iteration times and, for the event-driven engine, the prompt pieces and each
+request's decode range) and builds an ``Iteration`` with its ``Work`` tuple on access.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, overload
+
+import numpy as np
+
+from .iteration import Work
+
+if TYPE_CHECKING:
+    from .scheduler import Request
+
+__all__ = ["Iteration", "IterationLog", "EventWork"]
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """One iteration of the log: when it started, how long it took, which work of which request it ran."""
+
+    index: int
+    start_s: float
+    duration_s: float
+    work: tuple[Work, ...]
+
+    @property
+    def end_s(self) -> float:
+        """Time the iteration ends and its tokens are emitted."""
+        return self.start_s + self.duration_s
+
+    @property
+    def new_tokens(self) -> int:
+        """Tokens the iteration runs (prompt pieces and decodes)."""
+        return sum(w.new_tokens for w in self.work)
+
+
+def _frozen(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    out = np.array(values, dtype=float)
+    out.flags.writeable = False
+    return out
+
+
+class IterationLog(Sequence[Iteration]):
+    """Every iteration of a run, in order: ``start_s``, ``duration_s``, ``end_s`` arrays; ``Iteration`` objects on access."""
+
+    def __init__(self, start_s: Sequence[float] | np.ndarray, duration_s: Sequence[float] | np.ndarray,
+                 work_of: Callable[[int], tuple[Work, ...]]) -> None:
+        self.start_s = _frozen(start_s)
+        self.duration_s = _frozen(duration_s)
+        if self.start_s.shape != self.duration_s.shape:
+            raise ValueError("start_s and duration_s must have the same length")
+        self.end_s = _frozen(self.start_s + self.duration_s)
+        self._work_of = work_of
+
+    def __len__(self) -> int:
+        return self.start_s.size
+
+    @overload
+    def __getitem__(self, k: int) -> Iteration: ...
+    @overload
+    def __getitem__(self, k: slice) -> tuple[Iteration, ...]: ...
+
+    def __getitem__(self, k: int | slice) -> Iteration | tuple[Iteration, ...]:
+        if isinstance(k, slice):
+            return tuple(self[i] for i in range(*k.indices(len(self))))
+        n = len(self)
+        if not -n <= k < n:
+            raise IndexError(f"iteration {k} out of range for a log of {n}")
+        k = int(k) % n
+        return Iteration(k, float(self.start_s[k]), float(self.duration_s[k]), self._work_of(k))
+
+    def __iter__(self) -> Iterator[Iteration]:
+        return (self[k] for k in range(len(self)))
+
+    def __repr__(self) -> str:
+        return f"IterationLog({len(self)} iterations)"
+
+
+class EventWork:
+    """Rebuilds an iteration's ``Work`` tuple from the event-driven engine's compact record.
+
+    A decoding request runs in every iteration from the one after its prompt completes to the
+    one that emits its last token, so its decodes are a range; prompt pieces are stored one per row
+    (iteration, request, tokens, cached, emits). Order within an iteration is the engine's plan:
+    decodes in admission order, then pieces in admission order.
+    """
+
+    def __init__(self, requests: Sequence["Request"], first_token_iter: np.ndarray, pieces: np.ndarray,
+                 n_iterations: int) -> None:
+        self._requests = requests
+        self._prompt = np.fromiter((r.prompt_tokens for r in requests), dtype=np.int64, count=len(requests))
+        self._output = np.fromiter((r.output_tokens for r in requests), dtype=np.int64, count=len(requests))
+        self._first = first_token_iter
+        self._pieces = pieces.reshape(-1, 5)
+        self._n = n_iterations
+        self._index: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def _build(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        counts = self._output - 1
+        total = int(counts.sum())
+        req = np.repeat(np.arange(len(self._requests)), counts)
+        offset_in_run = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        it = np.repeat(self._first + 1, counts) + offset_in_run
+        order = np.lexsort((req, it))
+        steps = np.arange(self._n + 1)
+        decode_off = np.searchsorted(it[order], steps)
+        piece_off = np.searchsorted(self._pieces[:, 0], steps)
+        return req[order], decode_off, piece_off
+
+    def __call__(self, k: int) -> tuple[Work, ...]:
+        if self._index is None:
+            self._index = self._build()
+        dec_req, dec_off, piece_off = self._index
+        reqs, prompt, first = self._requests, self._prompt, self._first
+        work = [Work(reqs[i], "decode", 1, int(prompt[i] + k - first[i] - 1), 1)
+                for i in dec_req[dec_off[k]:dec_off[k + 1]].tolist()]
+        work += [Work(reqs[i], "prefill", c, h, e)
+                 for _, i, c, h, e in self._pieces[piece_off[k]:piece_off[k + 1]].tolist()]
+        return tuple(work)
