@@ -1,8 +1,8 @@
-"""Is a cached prefix worth keeping? Expected net saving V_h = p_h (T_r - T_f) - T_m (section 8.3.4).
+"""Is a cached prefix worth keeping? Expected net saving V_h = p_h (T_rec - T_fetch) - T_maint (section 8.3.4).
 
-T_r: time to recompute the prefix (model FLOP at the prefill efficiency, ``calibration``);
-T_f: time to fetch its KV back and have it ready (the host link, ``Accelerator.transfer_time``);
-T_m: time spent maintaining it (the chapter takes one write-back over the same link);
+T_rec: time to recompute the prefix (model FLOP at the prefill efficiency, ``calibration``);
+T_fetch: time to fetch its KV back and have it ready (the host link, ``Accelerator.transfer_time``);
+T_maint: time spent maintaining it (the chapter takes one write-back over the same link);
 p_h: probability that the prefix is used again before it would be evicted.
 """
 
@@ -21,14 +21,14 @@ from .roofline import efficiency
 
 
 def expected_saving(p_hit: float, recompute_s: float, fetch_s: float, maintain_s: float) -> float:
-    """V_h = p_h (T_r - T_f) - T_m, in seconds (negative: keeping the prefix costs time)."""
+    """V_h = p_h (T_rec - T_fetch) - T_maint, in seconds (negative: keeping the prefix costs time)."""
     fraction("p_hit", p_hit)
     return p_hit * (non_negative("recompute_s", recompute_s) - non_negative("fetch_s", fetch_s)) \
         - non_negative("maintain_s", maintain_s)
 
 
 def break_even_hit_probability(recompute_s: float, fetch_s: float, maintain_s: float) -> float:
-    """Smallest p_h with V_h > 0: T_m / (T_r - T_f); above 1 means the prefix never pays off."""
+    """Smallest p_h with V_h > 0: T_maint / (T_rec - T_fetch); above 1 means the prefix never pays off."""
     gain = non_negative("recompute_s", recompute_s) - non_negative("fetch_s", fetch_s)
     if gain <= 0:
         raise ValueError(f"recompute_s ({recompute_s}) must exceed fetch_s ({fetch_s}) for a hit to save time")
@@ -37,7 +37,7 @@ def break_even_hit_probability(recompute_s: float, fetch_s: float, maintain_s: f
 
 @dataclass(frozen=True)
 class PrefixCost:
-    """Size and times of one cached prefix: bytes, T_r, T_f, T_m in seconds."""
+    """Size and times of one cached prefix: bytes, T_rec, T_fetch, T_maint in seconds."""
 
     tokens: int
     kv_bytes: float
@@ -52,7 +52,7 @@ class PrefixCost:
 
     @property
     def saving_per_hit_s(self) -> float:
-        """T_r - T_f: seconds one hit saves."""
+        """T_rec - T_fetch: seconds one hit saves."""
         return self.recompute_s - self.fetch_s
 
     def value(self, p_hit: float) -> float:
@@ -70,13 +70,13 @@ class PrefixCost:
         return break_even_hit_probability(self.recompute_s, self.fetch_s, self.maintain_s)
 
     def break_even_maintenance(self, p_hit: float) -> float:
-        """T_m (s) at which keeping stops paying at ``p_hit``: p_h (T_r - T_f)."""
+        """T_maint (s) at which keeping stops paying at ``p_hit``: p_h (T_rec - T_fetch)."""
         return expected_saving(p_hit, self.recompute_s, self.fetch_s, 0.0)
 
     def hit_probability_for(self, target_s: float) -> float:
         """Hit probability at which V_h equals ``target_s`` (e.g. the saving of what else fits in the space).
 
-        ValueError if a hit saves nothing (T_r <= T_f) or if no probability in [0, 1] reaches ``target_s``.
+        ValueError if a hit saves nothing (T_rec <= T_fetch) or if no probability in [0, 1] reaches ``target_s``.
         """
         if self.saving_per_hit_s <= 0:
             raise ValueError(f"recompute_s ({self.recompute_s}) must exceed fetch_s ({self.fetch_s}) "
@@ -98,8 +98,8 @@ def prefix_cost(
 ) -> PrefixCost:
     """Cost of keeping ``tokens`` (after ``cached_tokens`` already cached) swapped out over the host link.
 
-    T_r is the prefill of those tokens at ``mfu``; T_f moves their KV over ``link_bandwidth``
-    (the accelerator's own host link if None); T_m defaults to one write-back, equal to T_f.
+    T_rec is the prefill of those tokens at ``mfu``; T_fetch moves their KV over ``link_bandwidth``
+    (the accelerator's own host link if None); T_maint defaults to one write-back, equal to T_fetch.
     """
     positive_int("tokens", tokens)
     non_negative_int("cached_tokens", cached_tokens)
@@ -134,9 +134,9 @@ def best_use_of_space(candidates: list[tuple[PrefixCost, float]], capacity_bytes
 
 
 def keep_ratio_threshold(p_hit: float, maintain_per_fetch: float = 1.0) -> float:
-    """T_r / T_f above which keeping a prefix beats dropping it, with T_m = ``maintain_per_fetch`` x T_f.
+    """T_rec / T_fetch above which keeping a prefix beats dropping it, with T_maint = ``maintain_per_fetch`` x T_fetch.
 
-    V_h = p_h (T_r - T_f) - m T_f > 0  <=>  T_r / T_f > (p_h + m) / p_h; a zero ``p_hit`` never pays (ValueError).
+    V_h = p_h (T_rec - T_fetch) - m T_fetch > 0  <=>  T_rec / T_fetch > (p_h + m) / p_h; a zero ``p_hit`` never pays (ValueError).
     """
     if fraction("p_hit", p_hit) == 0:
         raise ValueError("p_hit must be positive: a prefix that is never used again never pays for its transfers")
@@ -150,7 +150,7 @@ def recompute_to_fetch_ratio(
     link_bandwidth: float | None = None,
     mfu: float = PREFILL_MFU_BATCH1,
 ) -> np.ndarray:
-    """T_r / T_f of prefixes of each length in ``tokens``: prefill time over the time to fetch their KV."""
+    """T_rec / T_fetch of prefixes of each length in ``tokens``: prefill time over the time to fetch their KV."""
     lengths = [positive_int("tokens", int(n)) for n in tokens]
     if not lengths:
         raise ValueError("tokens must hold at least one prefix length")
@@ -168,7 +168,7 @@ def slowest_paying_link(
 ) -> float:
     """Link bandwidth (B/s, one direction) below which dropping and recomputing the prefix beats keeping it.
 
-    With T_f = K / beta and T_m = m T_f, V_h = 0 at beta = K (p_h + m) / (p_h T_r).
+    With T_fetch = K / beta and T_maint = m T_fetch, V_h = 0 at beta = K (p_h + m) / (p_h T_rec).
     """
     ratio = keep_ratio_threshold(p_hit, maintain_per_fetch)
     cost = prefix_cost(model, accelerator, tokens, mfu=mfu)

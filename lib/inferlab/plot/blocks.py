@@ -65,7 +65,7 @@ def _bare(ax) -> None:
 # ---- 8.3.1 -----------------------------------------------------------------------------------
 def draw_slots(lengths: Sequence[int], names: Sequence[str], max_tokens: int | None = None,
                block_size: int | None = None, title: str = "", figure: str = "") -> Figure:
-    """Each sequence's slots: whole-request reservation (``max_tokens``) or whole blocks of ``block_size``."""
+    """Each sequence's token positions: whole-request reservation (``max_tokens``) or whole blocks of ``block_size``."""
     rows = len(lengths)
     width = max(max_tokens or 0, max(-(-n // (block_size or 1)) * (block_size or 1) for n in lengths))
     fig, ax = new_figure(width=7, height=0.55 * rows + 1.0)
@@ -86,21 +86,21 @@ def draw_slots(lengths: Sequence[int], names: Sequence[str], max_tokens: int | N
     ax.set_ylim(-0.6, rows)
     _bare(ax)
     used = sum(lengths)
-    ax.set_title(title or f"{allocated} slots allocated, {used} used, {allocated - used} unused", fontsize=10)
+    ax.set_title(title or f"{allocated} token positions allocated, {used} used, {allocated - used} unused", fontsize=10)
     return caption(fig, figure) if figure else fig
 
 
 def draw_waste_vs_block_size(lengths: Sequence[int], block_sizes: Sequence[int], waste: Sequence[int],
                              entries: Sequence[int], current: int, figure: str = "") -> Figure:
-    """Unused tail slots and block-table entries of the same sequences against block size."""
+    """Unused token positions and block-table entries of the same sequences against block size."""
     fig, ax = new_figure(width=6.5, height=3.2)
     fig.subplots_adjust(right=1 - 0.8 / 6.5)
-    ax.plot(block_sizes, waste, "o-", color=COLORS["kv"], label="unused tail slots")
+    ax.plot(block_sizes, waste, "o-", color=COLORS["kv"], label="unused token positions")
     ax.plot(block_sizes, [len(lengths) * (p - 1) for p in block_sizes], ":", color=COLORS["kv"],
-            label="bound: sequences x (p - 1)")
+            label="bound: sequences x (B - 1)")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("block size p (tokens)")
-    ax.set_ylabel("token slots")
+    ax.set_xlabel("block size B (tokens)")
+    ax.set_ylabel("token positions")
     ax2 = ax.twinx()
     ax2.plot(block_sizes, entries, "s--", color=COLORS["prefill"], label="block-table entries")
     ax2.set_ylabel("block-table entries", color=COLORS["prefill"])
@@ -435,7 +435,7 @@ def draw_hybrid_restore(paths: Sequence[HybridRestore], figure: str = "") -> Fig
 
 # ---- 8.3.4 -----------------------------------------------------------------------------------
 def draw_value_vs_hit_probability(costs: dict[str, PrefixCost], p_hit: float, figure: str = "") -> Figure:
-    """V_h = p_h (T_r - T_f) - T_m against p_h, with each break-even point and the chosen p_h."""
+    """V_h = p_h (T_rec - T_fetch) - T_maint against p_h, with each break-even point and the chosen p_h."""
     fig, ax = new_figure(width=6.5, height=3.2)
     ps = [i / 200 for i in range(201)]
     colors = [COLORS["prefill"], COLORS["kv"], COLORS["decode"], COLORS["accent"]]
@@ -480,7 +480,7 @@ def draw_cache_choice(a: PrefixCost, b: PrefixCost, n_b: int, p_a: float, p_b: f
 
 def draw_keep_or_recompute(lengths: Sequence[int], ratios: dict[str, Sequence[float]],
                            thresholds: dict[str, float], figure: str = "") -> Figure:
-    """T_r / T_f against prefix length per link, with the (p_h + m) / p_h lines above which keeping pays."""
+    """T_rec / T_fetch against prefix length per link, with the (p_h + m) / p_h lines above which keeping pays."""
     fig, ax = new_figure(width=6.5, height=3.4)
     fig.subplots_adjust(right=1 - 1.55 / 6.5)
     colors = [COLORS["prefill"], COLORS["kv"], COLORS["decode"], COLORS["accent"]]
@@ -497,7 +497,7 @@ def draw_keep_or_recompute(lengths: Sequence[int], ratios: dict[str, Sequence[fl
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if v in (2, 3, 5, 20, 30, 50) else ""))
     ax.set_xlabel("prefix length (tokens)")
-    ax.set_ylabel("$T_r / T_f$")
+    ax.set_ylabel(r"$T_{\mathrm{rec}} / T_{\mathrm{fetch}}$")
     ax.set_xlim(lengths[0], lengths[-1])
     ax.legend(loc="upper left", fontsize=8)
     ax.set_title("keeping pays above a dashed line, recomputing below it", fontsize=10)
@@ -529,11 +529,11 @@ COW_LABELS = {1: "a", 2: "b", 3: "c", 24: "x", 25: "y"}
 
 
 def paged_allocation_view(block_size: int = 4) -> Figure:
-    """The 9/13/5/15-token example paged with ``block_size``-token blocks: slots, waste, table entries."""
+    """The 9/13/5/15-token example paged with ``block_size``-token blocks: token positions, waste, table entries."""
 
     lengths = list(EXAMPLE_LENGTHS)
     waste = sum(paged_waste(lengths, block_size))
-    title = (f"p = {block_size}: {paged_slots(lengths, block_size)} slots for {sum(lengths)} tokens, {waste} unused "
+    title = (f"B = {block_size}: {paged_slots(lengths, block_size)} token positions for {sum(lengths)} tokens, {waste} unused "
              f"(at most 4 x {block_size - 1}),\n{block_table_entries(lengths, block_size)} block-table entries")
     return draw_slots(lengths, "ABCD", block_size=block_size, title=title)
 
@@ -543,7 +543,7 @@ def branch_sharing_view(branches: int = 4, prefix_tokens: int = 1520, block_size
     """Fork ``branches`` branches after a shared prefix in a real ``BlockManager``; references vs physical blocks."""
 
     state = fork_branches(branches, prefix_tokens, private_tokens, block_size)
-    title = (f"{branches} branches, {prefix_tokens}-token prefix, p = {block_size}:\n{state.references} references, "
+    title = (f"{branches} branches, {prefix_tokens}-token prefix, B = {block_size}:\n{state.references} references, "
              f"{state.used_blocks} physical blocks ({1 - state.used_blocks / state.references:.0%} fewer)")
     return draw_branch_sharing(state.references, state.used_blocks, title=title)
 
@@ -560,7 +560,7 @@ def shared_batch_view(prefix_tokens: int = 6144, block_size: int = 16) -> Figure
     fit_s = max_concurrent_requests(budget, model, 8192, 256, block_size, prefix)
     fig = draw_capacity_vs_requests(int(max(fit_i, fit_s) * 1.25) + 2, request_kv_bytes(model, 8192, 256, block_size),
                                     shared, private, budget, fit_i, fit_s)
-    fig.axes[0].set_title(f"{prefix:,}-token shared prefix, p = {block_size}: {fit_s} requests fit instead of {fit_i}",
+    fig.axes[0].set_title(f"{prefix:,}-token shared prefix, B = {block_size}: {fit_s} requests fit instead of {fit_i}",
                           fontsize=10)
     return fig
 
@@ -609,11 +609,11 @@ def _link_costs(link_gb_per_s: float, maintain_per_fetch: float = 1.0) -> tuple[
 
 
 def value_view(link_gb_per_s: float = 64, p_hit: float = 0.5, maintain_per_fetch: float = 1.0) -> Figure:
-    """V_h of prefixes A (6144 tokens) and B (2048) over a host link; T_m = ``maintain_per_fetch`` x T_f."""
+    """V_h of prefixes A (6144 tokens) and B (2048) over a host link; T_maint = ``maintain_per_fetch`` x T_fetch."""
     a, b = _link_costs(link_gb_per_s, maintain_per_fetch)
     fig = draw_value_vs_hit_probability({"A: 6144 tokens, 864 MiB": a, "B: 2048 tokens, 288 MiB": b}, p_hit)
     edge = f"A breaks even at {a.break_even():.1%}" if a.break_even() <= 1 else "A never pays"
-    fig.axes[0].set_title(f"{link_gb_per_s:g} GB/s, $T_m$ = {maintain_per_fetch:g} $T_f$: {edge}, "
+    fig.axes[0].set_title(rf"{link_gb_per_s:g} GB/s, $T_{{\mathrm{{maint}}}}$ = {maintain_per_fetch:g} $T_{{\mathrm{{fetch}}}}$: {edge}, "
                           f"$V_h$({p_hit:.2f}) = {a.value(p_hit) / ms:.1f} ms", fontsize=10)
     return fig
 
@@ -622,13 +622,14 @@ KEEP_LENGTHS = tuple(2 ** k for k in range(4, 16))  # 16 ... 32,768 tokens
 
 
 def keep_or_recompute_view(link_gb_per_s: float = 64, p_hit: float = 0.5, maintain_per_fetch: float = 1.0) -> Figure:
-    """T_r / T_f against prefix length on PCIe Gen5, Gen4 and a chosen link, with the keep line at ``p_hit``."""
+    """T_rec / T_fetch against prefix length on PCIe Gen5, Gen4 and a chosen link, with the keep line at ``p_hit``."""
     lengths = list(KEEP_LENGTHS)
     ratios = {f"{g:g} GB/s" + (f" ({name})" if name else ""): recompute_to_fetch_ratio(MODEL, ACCELERATOR, lengths,
                                                                                         g * GB)
               for g, name in ((64, "PCIe Gen5"), (32, "PCIe Gen4"), (link_gb_per_s, "chosen"))}
     line = keep_ratio_threshold(p_hit, maintain_per_fetch) if p_hit > 0 else float("inf")
-    thresholds = {f"$p_h$ = {p_hit:.2f},\n$T_m$ = {maintain_per_fetch:g} $T_f$": line} if p_hit > 0 else {}
+    thresholds = ({f"$p_h$ = {p_hit:.2f},\n" + rf"$T_{{\mathrm{{maint}}}}$ = {maintain_per_fetch:g} $T_{{\mathrm{{fetch}}}}$": line}
+                  if p_hit > 0 else {})
     return draw_keep_or_recompute(lengths, ratios, thresholds)
 
 

@@ -51,14 +51,14 @@ def value_explorer() -> Explorer:
     """V_h of the 6144-token prefix against link bandwidth, hit probability and maintenance (8.3.4)."""
     return explore(b.value_view, link_gb_per_s=float_slider("host link", 4, 128, 64, 4, unit="GB/s"),
                    p_hit=float_slider("hit probability", 0, 1, 0.5, 0.01),
-                   maintain_per_fetch=float_slider("maintenance", 0, 16, 1, 0.5, unit="x T_f"))
+                   maintain_per_fetch=float_slider("maintenance", 0, 16, 1, 0.5, unit="x T_fetch"))
 
 
 def keep_or_recompute_explorer() -> Explorer:
-    """T_r / T_f of every prefix length against the line above which keeping pays (8.3.4)."""
+    """T_rec / T_fetch of every prefix length against the line above which keeping pays (8.3.4)."""
     return explore(b.keep_or_recompute_view, link_gb_per_s=float_slider("host link", 4, 128, 8, 4, unit="GB/s"),
                    p_hit=float_slider("hit probability", 0.01, 1, 0.5, 0.01),
-                   maintain_per_fetch=float_slider("maintenance", 0, 16, 1, 0.5, unit="x T_f"))
+                   maintain_per_fetch=float_slider("maintenance", 0, 16, 1, 0.5, unit="x T_fetch"))
 
 
 def cache_choice_explorer() -> Explorer:
