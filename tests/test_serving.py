@@ -161,3 +161,22 @@ def test_config_validation() -> None:
         sv.evaluate_configs([])
     with pytest.raises(ValueError, match="rate_per_s"):
         sv.poisson_requests(0, 3, 16, 4)
+
+
+def test_retrieval_window_one_task_is_always_wrong() -> None:
+    reqs, correct = sv.retrieval_window(4.0, seed=1)
+    assert len(reqs) == 16 and reqs[0].arrival_s == 0.0
+    assert sum(correct.values()) == 14  # 7/8 of 16: task 5 appears twice
+    assert all(not ok for name, ok in correct.items() if name.endswith(f"task{sv.WRONG_TASK}"))
+
+
+def test_goodput_sweep_saturates_and_goodput_falls() -> None:
+    t = sv.goodput_sweep(rates=(1, 4, 16))
+    cont = t.xs("chunked", level="policy")
+    one = t.xs("one-at-a-time", level="policy")
+    assert (t["goodput_rps"] <= t["completion_rps"]).all()
+    # batching raises completion throughput under load; goodput peaks and then falls as queues grow
+    assert cont.loc[4, "completion_rps"] > 1.4 * one.loc[4, "completion_rps"]
+    assert cont.loc[16, "completion_rps"] < 1.3 * cont.loc[4, "completion_rps"]
+    assert cont.loc[16, "goodput_rps"] < cont["goodput_rps"].max()
+    assert one.loc[4, "goodput_rps"] < one.loc[1, "goodput_rps"]

@@ -3,6 +3,7 @@
 - ``configs``: configurations as data, evaluated for memory, time and cost per good result (A-E);
 - ``rates``: measured processing rates r_P, r_D and GPU-seconds per request; the efficiency table;
 - ``load``: a stream of requests through the scheduler with admission control and cancellation;
+- ``sweep``: our stand-in for the chapter's goodput experiment (retrieval questions, 3 s deadline);
 - ``metrics``: completion throughput, goodput, Little's law, percentiles, Amdahl's law.
 """
 
@@ -10,11 +11,13 @@ from .configs import (CHAPTER_CONFIGS, CHAPTER_WORKLOAD, KV_FORMAT_RATIO, Servin
                       evaluate_configs, feasible)
 from .load import POLICIES, poisson_requests, serve, trace_requests
 from .metrics import amdahl_speedup, little_n, observation_window, summarize, task_time, time_average_in_system
+from .sweep import ANSWER_TOKENS, TASK_PROMPT_TOKENS, WRONG_TASK, goodput_sweep, retrieval_window
 from .rates import decode_rate, efficiency_table, gpu_seconds, prefill_rate, shared_batch_rates
 
 __all__ = [
     "CHAPTER_CONFIGS", "CHAPTER_WORKLOAD", "KV_FORMAT_RATIO", "ServingConfig", "Workload", "evaluate",
     "evaluate_configs", "feasible", "POLICIES", "poisson_requests", "serve", "trace_requests", "amdahl_speedup",
     "little_n", "observation_window", "summarize", "task_time", "time_average_in_system", "decode_rate",
-    "efficiency_table", "gpu_seconds", "prefill_rate", "shared_batch_rates",
+    "efficiency_table", "gpu_seconds", "prefill_rate", "shared_batch_rates", "ANSWER_TOKENS", "TASK_PROMPT_TOKENS",
+    "WRONG_TASK", "goodput_sweep", "retrieval_window",
 ]

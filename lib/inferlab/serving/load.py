@@ -25,7 +25,8 @@ from .. import example
 from .._validate import fraction, non_negative, one_of, positive, positive_int
 from ..iteration import FITTED_COST, CostFn
 from ..models import ModelSpec
-from ..scheduler import KVBlockLimit, NoLimit, Request, Schedule, simulate
+from ..scheduler import (EXAMPLE_CHUNK_TOKENS, EXAMPLE_TOKEN_BUDGET, KVBlockLimit, NoLimit, Request, Schedule,
+                         simulate)
 
 __all__ = ["POLICIES", "poisson_requests", "trace_requests", "serve"]
 
@@ -57,6 +58,9 @@ def trace_requests(arrivals_s: Sequence[float] | np.ndarray, prompt_tokens: int,
 def _run(requests: list[Request], policy: str, cost: CostFn, max_running: int, kv_budget_bytes: float | None,
          model: ModelSpec, token_budget: int | None, chunk_tokens: int | None) -> Schedule:
     engine_policy, one = POLICIES[policy]
+    if engine_policy == "chunked":  # the chapter's 8.2.2 settings unless given
+        token_budget = EXAMPLE_TOKEN_BUDGET if token_budget is None else token_budget
+        chunk_tokens = EXAMPLE_CHUNK_TOKENS if chunk_tokens is None else chunk_tokens
     admission = NoLimit() if kv_budget_bytes is None else KVBlockLimit(
         int(kv_budget_bytes // (16 * model.kv_bytes_per_token())), 16)
     return simulate(requests, engine_policy, cost, max_running=1 if one else max_running, admission=admission,
