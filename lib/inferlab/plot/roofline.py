@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator
 
 from .. import roofline as R
 from ..hardware import ACCELERATORS, Accelerator
@@ -126,6 +126,7 @@ def per_token_time_figure(model: ModelSpec, accelerator: Accelerator, context_to
         a.set_yscale("log")
         _plain_log_axes(a)
         a.set_xticks(b[::2], [str(int(x)) for x in b[::2]])
+        a.yaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
         a.set_xlabel("batch b")
     ax.set_ylabel("ms per output token")
     bx.set_ylabel("compute utilization (% of peak)")
