@@ -1,0 +1,187 @@
+"""Attention-only measurements: paged against contiguous K/V (8.3.1), and BF16 / FP8 / q8_0 KV with dequantization (8.4.2).
+
+Both run one layer's decode attention with Qwen3-8B's heads (32 query, 8 KV, head_dim 128) for
+a batch of sequences. The KV codecs here are torch versions of ``inferlab.quant``'s (q8_0 byte for
+byte: fp16 scale = max|x|/127 per 32 values, codes rounded half away from zero; FP8 e4m3 with a
+per-tensor scale max|x|/448); the compressed KV is dequantized to the compute dtype before
+attention, and that conversion is timed as part of the step (the T_c of section 8.4.2).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from .._validate import one_of
+from .decoder import contiguous_attention, gather_blocks, paged_attention
+from .device import device_info, median_time
+
+PAGED_PRESETS = {
+    "full": dict(batch=32, contexts=(1024, 4096, 16384), block_sizes=(8, 16, 32, 64), repeats=20),
+    "quick": dict(batch=32, contexts=(4096,), block_sizes=(8, 16, 32, 64), repeats=10),
+    "tiny": dict(batch=3, contexts=(37,), block_sizes=(1, 4, 16), repeats=1, n_heads=4, n_kv_heads=2, head_dim=8,
+                 dtype="float32"),
+}
+KV_PRESETS = {
+    "full": dict(batch=16, contexts=(1024, 2048, 4096, 8192, 16384, 32768), repeats=20),
+    "quick": dict(batch=16, contexts=(2048, 8192, 32768), repeats=10),
+    "tiny": dict(batch=2, contexts=(32, 64), repeats=1, n_heads=4, n_kv_heads=2, head_dim=64, dtype="float32"),
+}
+KV_FORMATS = {"bf16": 2.0, "fp8": 1.0, "q8_0": 34 / 32}  # stored bytes per value (q8_0: 32 codes + fp16 scale)
+FP8_MAX = 448.0
+
+
+# ---- codecs ---------------------------------------------------------------------------------------
+def q8_0_encode(x: "torch.Tensor") -> tuple["torch.Tensor", "torch.Tensor"]:  # noqa: F821
+    """q8_0 of the last axis (a multiple of 32): int8 codes like ``x`` and fp16 scales ``[..., n/32]``."""
+    import torch
+
+    if x.shape[-1] % 32:
+        raise ValueError(f"x must have a last axis that is a multiple of 32, got shape {tuple(x.shape)}")
+    b = x.float().reshape(*x.shape[:-1], -1, 32)
+    d = b.abs().amax(dim=-1, keepdim=True) / 127
+    inv = torch.where(d == 0, torch.zeros_like(d), 1 / d)
+    v = b * inv
+    frac = (v - v.trunc()).abs()
+    q = torch.where(frac == 0.5, v.trunc() + v.sign(), torch.round(v))  # C roundf: halves away from zero
+    return q.to(torch.int8).reshape(x.shape), d.squeeze(-1).half()
+
+
+def q8_0_decode(codes: "torch.Tensor", scales: "torch.Tensor", dtype: "torch.dtype | None" = None) -> "torch.Tensor":  # noqa: F821
+    """Values of q8_0 codes and scales (float32 math, then ``dtype``)."""
+    import torch
+
+    v = codes.reshape(*codes.shape[:-1], -1, 32).float() * scales.float()[..., None]
+    return v.reshape(codes.shape).to(dtype or torch.float32)
+
+
+def fp8_encode(x: "torch.Tensor") -> tuple["torch.Tensor", float]:  # noqa: F821
+    """FP8 e4m3fn codes of x / s with the per-tensor scale s = max|x| / 448 (1 for all zeros)."""
+    import torch
+
+    amax = float(x.abs().max()) if x.numel() else 0.0
+    s = amax / FP8_MAX if amax > 0 else 1.0
+    return (x.float() / s).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn), s
+
+
+def fp8_decode(codes: "torch.Tensor", scale: float, dtype: "torch.dtype | None" = None) -> "torch.Tensor":  # noqa: F821
+    """Values of FP8 codes times ``scale`` (float32 math, then ``dtype``)."""
+    import torch
+
+    return (codes.float() * scale).to(dtype or torch.float32)
+
+
+# ---- experiments ----------------------------------------------------------------------------------
+def _qkv(batch: int, ctx: int, n_heads: int, n_kv_heads: int, head_dim: int, device: str, dtype: str, seed: int):
+    import torch
+
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    dt = getattr(torch, dtype)
+    q = torch.randn(batch, n_heads, head_dim, generator=g).to(device, dt)
+    k = torch.randn(batch, ctx, n_kv_heads, head_dim, generator=g).to(device, dt)
+    v = torch.randn(batch, ctx, n_kv_heads, head_dim, generator=g).to(device, dt)
+    return q, k, v
+
+
+def paged_vs_contiguous(batch: int = 32, contexts: tuple[int, ...] = (4096,), block_sizes: tuple[int, ...] = (8, 16, 32, 64),
+                        n_heads: int = 32, n_kv_heads: int = 8, head_dim: int = 128, device: str = "cuda",
+                        card: str | None = None, dtype: str = "bfloat16", warmup: int = 3, repeats: int = 10,
+                        seed: int = 0, progress: bool = True) -> pd.DataFrame:
+    """Decode attention time (s) over K/V in shuffled blocks of each size, and over contiguous K/V; the gather timed alone."""
+    import torch
+
+    info = device_info(device, card)
+    bw = info.accelerator.hbm_bandwidth if info.accelerator else None
+    rows = []
+    points = [(L, p) for L in contexts for p in (0, *block_sizes)]
+    for L, p in tqdm(points, desc="paged_vs_contiguous", disable=not progress):
+        q, k, v = _qkv(batch, L, n_heads, n_kv_heads, head_dim, device, dtype, seed)
+        lens = torch.full((batch,), L, device=device)
+        kv_bytes = 2 * k.numel() * k.element_size()
+        if p == 0:
+            t = median_time(lambda: contiguous_attention(q, k, v, lens), device, warmup, repeats)
+            rows.append(dict(layout="contiguous", block_size=L, batch=batch, context=L, time_s=t, gather_s=0.0,
+                             kv_bytes=kv_bytes, achieved_Bps=kv_bytes / t,
+                             predicted_s=kv_bytes / bw if bw else None))
+            continue
+        m = -(-L // p)
+        num_blocks = batch * m
+        perm = torch.randperm(num_blocks, generator=torch.Generator().manual_seed(seed + p)).to(device)
+        tables = perm.reshape(batch, m)
+        kc = torch.zeros(num_blocks, p, n_kv_heads, head_dim, device=device, dtype=k.dtype)
+        vc = torch.zeros_like(kc)
+        pad = m * p - L
+        kp = torch.nn.functional.pad(k, (0, 0, 0, 0, 0, pad)).reshape(batch * m, p, n_kv_heads, head_dim)
+        vp = torch.nn.functional.pad(v, (0, 0, 0, 0, 0, pad)).reshape(batch * m, p, n_kv_heads, head_dim)
+        kc[perm], vc[perm] = kp, vp  # row b's block j lives at physical block tables[b, j]
+        t = median_time(lambda: paged_attention(q, kc, vc, tables, lens), device, warmup, repeats)
+        tg = median_time(lambda: (gather_blocks(kc, tables), gather_blocks(vc, tables)), device, warmup, repeats)
+        rows.append(dict(layout="paged", block_size=p, batch=batch, context=L, time_s=t, gather_s=tg,
+                         kv_bytes=kv_bytes, achieved_Bps=kv_bytes / t, predicted_s=kv_bytes / bw if bw else None))
+    return pd.DataFrame(rows)
+
+
+def kv_formats(batch: int = 16, contexts: tuple[int, ...] = (2048, 8192, 32768), formats: tuple[str, ...] = ("bf16", "fp8", "q8_0"),
+               n_heads: int = 32, n_kv_heads: int = 8, head_dim: int = 128, device: str = "cuda", card: str | None = None,
+               dtype: str = "bfloat16", warmup: int = 3, repeats: int = 10, seed: int = 0,
+               progress: bool = True) -> pd.DataFrame:
+    """Decode attention time (s) over KV stored as BF16, FP8 or q8_0, dequantization included; bytes read per format."""
+    import torch
+
+    for f in formats:
+        one_of("formats[i]", f, KV_FORMATS)
+    info = device_info(device, card)
+    bw = info.accelerator.hbm_bandwidth if info.accelerator else None
+    dt = getattr(torch, dtype)
+    rows = []
+    for L, f in tqdm([(L, f) for L in contexts for f in formats], desc="kv_formats", disable=not progress):
+        q, k, v = _qkv(batch, L, n_heads, n_kv_heads, head_dim, device, dtype, seed)
+        lens = torch.full((batch,), L, device=device)
+        if f == "bf16":
+            deq = lambda: (k, v)  # noqa: E731
+        elif f == "fp8":
+            (kq, ks), (vq, vs) = fp8_encode(k), fp8_encode(v)
+            deq = lambda: (fp8_decode(kq, ks, dt), fp8_decode(vq, vs, dt))  # noqa: E731
+        else:
+            (kq, ks), (vq, vs) = q8_0_encode(k), q8_0_encode(v)
+            deq = lambda: (q8_0_decode(kq, ks, dt), q8_0_decode(vq, vs, dt))  # noqa: E731
+        step = lambda: contiguous_attention(q, *deq(), lens)  # noqa: E731
+        t = median_time(step, device, warmup, repeats)
+        t_deq = median_time(deq, device, warmup, repeats) if f != "bf16" else 0.0
+        kv_bytes = 2 * batch * L * n_kv_heads * head_dim * KV_FORMATS[f]
+        rows.append(dict(format=f, batch=batch, context=L, time_s=t, dequant_s=t_deq, kv_bytes=kv_bytes,
+                         predicted_s=kv_bytes / bw if bw else None))
+    return pd.DataFrame(rows)
+
+
+def crossover(rows: pd.DataFrame, baseline: str = "bf16", time_column: str = "time_s") -> pd.DataFrame:
+    """Straight-line fits time = fixed + per_token x context per format, and the context where each beats ``baseline``.
+
+    ``crossover_tokens`` is (fixed_f - fixed_base) / (per_token_base - per_token_f); inf where the format
+    never pays (its per-token slope is not smaller), 0 where it is never slower.
+    """
+    need = {"format", "context", time_column}
+    if not need <= set(rows.columns):
+        raise ValueError(f"rows must have columns {sorted(need)}, got {sorted(rows.columns)}")
+    fits = {}
+    for f, grp in rows.groupby("format"):
+        if grp["context"].nunique() < 2:
+            raise ValueError(f"rows must hold at least two contexts per format; {f!r} has {grp['context'].nunique()}")
+        slope, fixed = np.polyfit(grp["context"].astype(float), grp[time_column].astype(float), 1)
+        fits[f] = (fixed, slope)
+    if baseline not in fits:
+        raise ValueError(f"baseline must be one of {sorted(fits)}, got {baseline!r}")
+    a0, b0 = fits[baseline]
+    out = []
+    for f, (a, b) in fits.items():
+        if f == baseline:
+            continue
+        if b >= b0:
+            x = math.inf if a > a0 or b > b0 else 0.0
+        else:
+            x = max((a - a0) / (b0 - b), 0.0)
+        out.append(dict(format=f, fixed_s=a, per_token_s=b, crossover_tokens=x))
+    return pd.DataFrame([dict(format=baseline, fixed_s=a0, per_token_s=b0, crossover_tokens=0.0), *out])
