@@ -242,3 +242,23 @@ def test_measured_draft_lengths_k7_k15():
     assert round(round(t["dflash_k7"] / ms, 1) - round(t["dflash_k15"] / ms, 1), 1) == 1.2  # from the printed medians
     assert round((t["dflash_k7"] - t["dflash_k15"]) / ms, 2) == 1.15  # from the footnote's 30.58 and 29.43
     assert (round(t["dflash_round"] / ms, 1), round(t["dflash_plain_step"] / ms, 1)) == (15.2, 16.9)
+
+
+def test_round_time_at_batch_pads_to_buckets_and_matches_the_plain_step():
+    overhead = PLAIN - C.verify_step_s(MODEL, ACCELERATOR, 1, 2048, 0)
+    assert round(overhead / ms, 1) == 17.6  # T_ovh of experiment 8-1 at batch 1
+    plain = C.round_time_s(0, MODEL, ACCELERATOR, 1, 2048, overhead_s=overhead, mfu=0.58)
+    assert plain == pytest.approx(PLAIN)
+    at = [C.round_time_s(m, MODEL, ACCELERATOR, 64, 512, overhead_s=overhead, mfu=0.58, buckets=C.VERIFY_BUCKETS)
+          for m in (3, 4, 7, 8)]
+    assert at[0] == at[1] == at[2] < at[3]  # 4..8 verified rows share the 8-row shape; 9 rows pay for 16
+    assert C.geometric_profile(0.8, 3, 0.5).tolist() == pytest.approx([0.8, 0.4, 0.2])
+    with pytest.raises(ValueError, match="decay"):
+        C.geometric_profile(0.8, 3, 0.0)
+
+
+def test_draft_length_frame_finds_the_chapter_optimum_at_batch_1():
+    from inferlab.plot.speculative import draft_length_frame
+
+    frame = draft_length_frame(0.75, 1.0, 3.6, 1, 1)
+    assert int(frame["ms per token"].idxmin()) == 4 and frame.notna().all().all()

@@ -25,7 +25,7 @@ __all__ = ["expected_tokens", "tokens_distribution", "time_per_token", "mean_of_
            "spec_time_per_token", "break_even_draft_s", "amortization_tokens", "expected_rounds",
            "request_time", "effective_bandwidth", "draft_forward_s", "drafting_s", "marginal_tokens",
            "worth_extending", "linear_round_s", "draft_length_table", "verify_rows", "VERIFY_BUCKETS",
-           "extra_verify_flops", "verify_step_s", "batch_speedup"]
+           "extra_verify_flops", "verify_step_s", "batch_speedup", "geometric_profile", "round_time_s"]
 
 #: Captured verification shapes of section 8.5.4: 4 or 5 verified tokens run as 8 rows, 9 as 16.
 VERIFY_BUCKETS: tuple[int, ...] = (8, 16, 32, 64)
@@ -207,3 +207,22 @@ def batch_speedup(model: ModelSpec, accelerator: Accelerator, batch: int, contex
     plain = verify_step_s(model, accelerator, batch, context_tokens, 0, mfu, mbu) + non_negative("fixed_s", fixed_s)
     spec = verify_step_s(model, accelerator, batch, context_tokens, k, mfu, mbu) + fixed_s
     return plain / ((spec + non_negative("draft_s", draft_s)) / expected_tokens(accept_probs))
+
+
+def geometric_profile(a: float, m: int, decay: float = 1.0) -> np.ndarray:
+    """Acceptance profile a_j = a x decay**(j-1), j = 1 .. m (decay < 1: later drafts agree less often)."""
+    if not 0 <= a <= 1 or not 0 < decay <= 1:
+        raise ValueError(f"a must lie in [0, 1] and decay in (0, 1], got a={a!r}, decay={decay!r}")
+    return a * decay ** np.arange(non_negative_int("m", m))
+
+
+def round_time_s(m: int, model: ModelSpec, accelerator: Accelerator, batch: int = 1, context_tokens: int = 2048,
+                 per_draft_s: float = 0.0, group: int = 1, overhead_s: float = 0.0, mfu: float = 1.0,
+                 buckets: Sequence[int] | None = None) -> float:
+    """One round at ``batch``: overhead + roofline verification of m + 1 rows per request (padded to ``buckets``)
+    + drafting of m tokens at ``per_draft_s`` each, in groups of ``group`` (a part group pays whole)."""
+    rows = non_negative_int("m", m) + 1
+    if buckets is not None:
+        rows = padded_rows(rows, buckets)
+    verify = verify_step_s(model, accelerator, batch, context_tokens, rows - 1, mfu, 1.0)
+    return non_negative("overhead_s", overhead_s) + verify + linear_round_s(m, 1.0, per_draft_s, group) - 1.0

@@ -1,0 +1,234 @@
+"""Figures and explorers of section 8.5 (speculative decoding); every number comes from a tested library function."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from .. import speculative as S
+from .. import speculative_cost as C
+from ..calibration import PREFILL_MFU_SHARED_BATCH16
+from ..example import ACCELERATOR, MODEL
+from ..shapes import multiples
+from ..speculative_decoder import DecodeResult
+from ..units import ms
+from ..widgets import Explorer, choice, explore, float_slider, int_slider
+from . import COLORS, caption, new_figure
+
+#: Plain batch-1 2K decode step on the RTX PRO 6000 (experiment 8-1), the verification time of 8.5.2.
+PLAIN_STEP_S = 26.26 * ms
+#: Per-step time beyond the roofline read bound at batch 1 (T_ovh): launches, host scheduling, sync.
+OVERHEAD_S = PLAIN_STEP_S - C.verify_step_s(MODEL, ACCELERATOR, 1, 2048, 0)
+
+_ACCEPT, _REJECT, _DISCARD = COLORS["decode"], COLORS["deadline"], COLORS["unused"]
+
+
+# ---- 8.5.1 ---------------------------------------------------------------------------------------
+def verification_trace_figure(verdict: S.Verdict, target: Sequence[str]) -> Figure:
+    """Figure 8-29: draft row, the target's choice at each position, and what the round emits."""
+    k = len(verdict.draft)
+    fig, ax = new_figure(width=7.0, height=2.6)
+    rows = [("draft", list(verdict.draft)), ("target picks", list(target)), ("emitted", list(verdict.emitted))]
+    for r, (label, toks) in enumerate(rows):
+        y = len(rows) - 1 - r
+        ax.text(-0.2, y + 0.4, label, ha="right", va="center", fontsize=10)
+        for i, tok in enumerate(toks):
+            if r == 0:
+                color = _ACCEPT if i < verdict.accepted else (_REJECT if i == verdict.accepted else _DISCARD)
+            elif r == 1:
+                color = COLORS["free"] if i > verdict.accepted else COLORS["highlight"]
+            else:
+                color = _ACCEPT if i < verdict.accepted else COLORS["highlight"]
+            ax.add_patch(Rectangle((i, y), 0.9, 0.8, facecolor=color, edgecolor="#444444", alpha=0.85))
+            ax.text(i + 0.45, y + 0.4, str(tok), ha="center", va="center", fontsize=12, family="monospace")
+    ax.set_xlim(-1.6, k + 1.2), ax.set_ylim(-0.3, len(rows) + 0.1)
+    ax.set_xticks(np.arange(k + 1) + 0.45, [f"pos {i + 1}" for i in range(k + 1)])
+    ax.set_yticks([]), ax.grid(False), ax.spines[["left", "bottom"]].set_visible(False)
+    return caption(fig, f"Figure 8-29: greedy verification. Drafts 1-{verdict.accepted} match (green), draft "
+                        f"{verdict.accepted + 1} does not (red) and later drafts are discarded (grey); the round emits "
+                        f"{len(verdict.emitted)} tokens, the last one the target's own (purple).")
+
+
+def two_symbol_figure(p_first: float = 0.25) -> Figure:
+    """Figures 8-30 and 8-31: the two paths (accept, reject) for a draft that always proposes A, or always B."""
+    fig, axes = new_figure(1, 2, width=7.0, height=2.9)
+    for ax, drafted, number in zip(axes, (0, 1), ("8-30", "8-31")):
+        paths = S.two_symbol_paths(p_first, drafted)
+        other = 1 - drafted
+        bottom = np.zeros(2)
+        for share, sym, color, label in ((paths["accept"], drafted, _ACCEPT, "draft accepted"),
+                                         (paths["reject"], other, _REJECT, "rejected, resampled")):
+            height = np.zeros(2)
+            height[sym] = share
+            ax.bar(["A", "B"], height, bottom=bottom, color=color, label=label)
+            bottom += height
+        ax.scatter(["A", "B"], [p_first, 1 - p_first], marker="_", s=900, color="k", label="target p", zorder=3)
+        ax.set_title(f"Figure {number}: draft {'A' if drafted == 0 else 'B'} "
+                                        f"(accept {paths['accept']:.2f})")
+        ax.set_ylabel("probability of the emitted symbol")
+    axes[0].legend(loc="upper left", fontsize=8, bbox_to_anchor=(0.0, 0.98))
+    for ax in axes:
+        ax.set_ylim(0, 1.15)
+    return caption(fig, "Figures 8-30 and 8-31: target p(A) = 1/4, p(B) = 3/4. Drafting A is accepted 1/4 of the "
+                        "time and otherwise replaced by B; drafting B is accepted 3/4 of the time. Both give p.")
+
+
+def sampling_histogram_figure(p: np.ndarray, q: np.ndarray, tokens: np.ndarray) -> Figure:
+    """Empirical frequency of speculative samples beside p and q."""
+    v = p.size
+    freq = np.bincount(tokens, minlength=v) / tokens.size
+    x = np.arange(v)
+    fig, ax = new_figure(width=7.0, height=3.0)
+    ax.bar(x - 0.27, q, 0.27, color=COLORS["unused"], label="draft q")
+    ax.bar(x, p, 0.27, color=COLORS["prefill"], label="target p")
+    ax.bar(x + 0.27, freq, 0.27, color=COLORS["decode"], label=f"emitted ({tokens.size:,} rounds)")
+    ax.set_xticks(x), ax.set_xlabel("token"), ax.set_ylabel("probability"), ax.legend(ncols=3, loc="upper right")
+    return caption(fig, "Speculative sampling from q reproduces p: the green bars (what was emitted) match the blue "
+                        "bars, not the grey ones.")
+
+
+# ---- 8.5.2 ---------------------------------------------------------------------------------------
+def round_cost_figure(accept: float = 0.75, drafts: int = 4, lookup_ms: float = 0.1,
+                      verify_ms: float = PLAIN_STEP_S / ms) -> Figure:
+    """Figure 8-32: time per output token against the draft query time, for AAAA, BBBB and a chosen profile."""
+    plain = PLAIN_STEP_S
+    query = np.linspace(0, 70, 281) * ms
+    fig, ax = new_figure(width=7.0, height=3.4)
+    cases = [("AAAA (a = 1/4)", [0.25] * 4, COLORS["kv"]), ("BBBB (a = 3/4)", [0.75] * 4, COLORS["prefill"])]
+    chosen = [accept] * drafts
+    cases.append((f"yours (a = {accept:.2f}, m = {drafts})", chosen, COLORS["highlight"]))
+    verify = verify_ms * ms
+    for label, a, color in cases:
+        v = PLAIN_STEP_S if label[0] in "AB" else verify
+        per_token = (v + query) / C.expected_tokens(a)
+        ax.plot(query / ms, per_token / ms, color=color, label=label, ls="-" if label[0] in "AB" else "--")
+        if label[0] in "AB":
+            be = C.break_even_draft_s(a, plain)
+            ax.plot([be / ms], [plain / ms], "o", color=color)
+            ax.annotate(f"{be / ms:.1f} ms", (be / ms, plain / ms), textcoords="offset points", xytext=(4, -14),
+                        fontsize=9, color=color)
+            ax.plot([0.1], [C.spec_time_per_token(a, PLAIN_STEP_S, 0.1 * ms) / ms], "s", color=color, ms=5)
+        else:
+            ax.plot([lookup_ms], [(verify + lookup_ms * ms) / C.expected_tokens(a) / ms], "s", color=color, ms=6)
+    ax.axhline(plain / ms, color=COLORS["deadline"], ls=":", label="plain decode 26.26 ms/token")
+    ax.set_xlabel("draft query time per round (ms)"), ax.set_ylabel("time per output token (ms)")
+    ax.set_xlim(0, 70), ax.set_ylim(0, 80), ax.legend(loc="upper left", fontsize=8)
+    return caption(fig, "Figure 8-32: four drafts per round, verification 26.26 ms; time per token is the round time "
+                        "over E[N]. The curves cross plain decode at 8.7 ms (AAAA) and 53.9 ms (BBBB) of query time; "
+                        "squares mark a 0.1 ms lookup.")
+
+
+def round_cost_view(accept: float, drafts: int, lookup_ms: float, verify_ms: float) -> Figure:
+    """The explorer's figure (all four knobs)."""
+    return round_cost_figure(accept, drafts, lookup_ms, verify_ms)
+
+
+def round_cost_explorer() -> Explorer:
+    """Acceptance, draft length, query time and verification time against time per token (8.5.2)."""
+    return explore(round_cost_view, accept=float_slider("acceptance a", 0.0, 1.0, 0.75, 0.05),
+                   drafts=int_slider("draft length m", 1, 16, 4),
+                   lookup_ms=float_slider("query time", 0.0, 60.0, 0.1, 0.1, unit="ms"),
+                   verify_ms=float_slider("verification time", 5.0, 60.0, 26.26, 0.01, unit="ms"))
+
+
+# ---- 8.5.3 ---------------------------------------------------------------------------------------
+def draft_sources_figure(stages: pd.DataFrame) -> Figure:
+    """Stacked stage times per round (draft, prepare, verify, accept) of each draft source, and time per token."""
+    fig, axes = new_figure(1, 2, width=7.0, height=3.2)
+    left = np.zeros(len(stages))
+    colors = {"draft (ms)": COLORS["highlight"], "prepare (ms)": COLORS["accent"], "verify (ms)": COLORS["prefill"],
+              "accept (ms)": COLORS["decode"]}
+    y = np.arange(len(stages))
+    for col, color in colors.items():
+        axes[0].barh(y, stages[col], left=left, color=color, label=col.replace(" (ms)", ""))
+        left += stages[col].to_numpy()
+    axes[0].set_yticks(y, stages.index), axes[0].invert_yaxis(), axes[0].set_xlabel("ms per round")
+    axes[0].legend(fontsize=8, loc="lower right")
+    axes[1].barh(y, stages["ms per token"], color=COLORS["decode"])
+    axes[1].axvline(PLAIN_STEP_S / ms, color=COLORS["deadline"], ls=":")
+    axes[1].set_yticks(y, [""] * len(y)), axes[1].invert_yaxis(), axes[1].set_xlabel("ms per output token")
+    for i, v in enumerate(stages["ms per token"]):
+        axes[1].text(v + 0.3, i, f"{v:.1f}", va="center", fontsize=9)
+    return caption(fig, "Draft sources stage by stage (left) and per output token (right, dotted: plain decode "
+                        "26.26 ms). Serial drafting pays one draft forward per token; parallel drafting pays one.")
+
+
+def decoder_rounds_figure(result: DecodeResult, title: str) -> Figure:
+    """Tokens emitted by each verification round of the real decoder, and the running acceptance rate."""
+    emitted = np.array([len(r.emitted) for r in result.rounds])
+    drafted = np.array([r.drafted for r in result.rounds])
+    accepted = np.array([r.accepted for r in result.rounds])
+    fig, ax = new_figure(width=7.0, height=2.8)
+    x = np.arange(1, emitted.size + 1)
+    ax.bar(x, emitted, color=COLORS["decode"], width=1.0, label="tokens emitted")
+    ax.plot(x, drafted + 1, color=COLORS["unused"], lw=1, drawstyle="steps-mid", label="drafted + 1 (upper bound)")
+    running = np.cumsum(accepted) / np.maximum(np.cumsum(drafted), 1)
+    twin = ax.twinx()
+    twin.plot(x, running, color=COLORS["highlight"], label="acceptance so far")
+    twin.set_ylim(0, 1.05), twin.set_ylabel("acceptance rate"), twin.grid(False)
+    ax.set_xlabel("verification round"), ax.set_ylabel("tokens per round")
+    ax.legend(loc="upper left", fontsize=8), twin.legend(loc="lower right", fontsize=8)
+    return caption(fig, f"{title}: {result.accepted} of {result.drafted} drafts accepted "
+                        f"({result.acceptance_rate:.0%}), {result.tokens_per_round:.2f} tokens per round.")
+
+
+# ---- 8.5.4 ---------------------------------------------------------------------------------------
+def draft_length_frame(accept: float, decay: float, per_draft_ms: float, group: int, batch: int,
+                       context_tokens: int = 512, max_drafts: int = 16) -> pd.DataFrame:
+    """Time per token against draft length m at ``batch``, with verify rows padded to multiples of ``group``."""
+    a = C.geometric_profile(accept, max_drafts, decay)
+    buckets = multiples(group, 16 * max_drafts, small=())
+    plain = C.round_time_s(0, MODEL, ACCELERATOR, batch, context_tokens, 0.0, 1, OVERHEAD_S,
+                           PREFILL_MFU_SHARED_BATCH16)
+    rows = []
+    for m in range(1, max_drafts + 1):
+        t = C.round_time_s(m, MODEL, ACCELERATOR, batch, context_tokens, per_draft_ms * ms, 1, OVERHEAD_S,
+                           PREFILL_MFU_SHARED_BATCH16, buckets=buckets)
+        rows.append({"m": m, "E[N]": C.expected_tokens(a[:m]), "round (ms)": t / ms})
+    frame = pd.DataFrame(rows).set_index("m")
+    frame["ms per token"] = frame["round (ms)"] / frame["E[N]"]
+    frame["plain ms per token"] = plain / ms
+    return frame
+
+
+def draft_length_view(accept: float, decay: float, per_draft_ms: float, group: int, batch: int) -> Figure:
+    """The explorer's figure: time per token against draft length, best length marked."""
+    frame = draft_length_frame(accept, decay, per_draft_ms, group, batch)
+    fig, ax = new_figure(width=7.0, height=3.2)
+    ax.plot(frame.index, frame["ms per token"], "o-", color=COLORS["decode"], ms=4, label="speculative")
+    ax.axhline(frame["plain ms per token"].iloc[0], color=COLORS["deadline"], ls=":", label="plain decode")
+    best = int(frame["ms per token"].idxmin())
+    ax.plot([best], [frame.loc[best, "ms per token"]], "*", ms=14, color=COLORS["highlight"], label=f"best m = {best}")
+    ax.set_xlabel("draft length m"), ax.set_ylabel("ms per output token (each request)")
+    ax.set_xticks(frame.index[::2]), ax.set_ylim(bottom=0), ax.legend(fontsize=8)
+    ax.set_title(f"batch {batch}: verify rows padded to multiples of {group}", fontsize=10)
+    return fig
+
+
+def draft_length_explorer() -> Explorer:
+    """Acceptance profile, per-draft cost, bucket size and batch against the best draft length (8.5.4)."""
+    return explore(draft_length_view, accept=float_slider("acceptance a1", 0.05, 1.0, 0.75, 0.05),
+                   decay=float_slider("decay per position", 0.5, 1.0, 1.0, 0.05),
+                   per_draft_ms=float_slider("cost per draft", 0.0, 8.0, 3.6, 0.1, unit="ms"),
+                   group=choice("bucket size (rows)", [1, 4, 8, 16], 8),
+                   batch=choice("batch", [1, 4, 16, 64, 128, 256], 1))
+
+
+def concurrency_figure(accept_probs: Sequence[float], contexts: Sequence[int] = (512, 2048)) -> Figure:
+    """Speed-up of speculative decoding over plain decode against batch (roofline steps + T_ovh)."""
+    batches = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256])
+    fig, ax = new_figure(width=7.0, height=3.0)
+    for L, color in zip(contexts, (COLORS["decode"], COLORS["prefill"])):
+        gain = [C.batch_speedup(MODEL, ACCELERATOR, int(b), L, accept_probs, PREFILL_MFU_SHARED_BATCH16, 1.0,
+                                fixed_s=OVERHEAD_S) for b in batches]
+        ax.plot(batches, gain, "o-", color=color, ms=4, label=f"context {L} tokens")
+    ax.axhline(1, color=COLORS["deadline"], ls=":")
+    ax.set_xscale("log", base=2), ax.set_xticks(batches, [str(b) for b in batches])
+    ax.set_xlabel("batch (requests decoding together)"), ax.set_ylabel("speed-up over plain decode")
+    ax.set_ylim(bottom=0), ax.legend(fontsize=8)
+    return caption(fig, f"{len(accept_probs)} drafts at a = {accept_probs[0]:.2f}, drafting free: once the "
+                        "verification step turns compute-bound, extra rows cost time and the gain shrinks.")
