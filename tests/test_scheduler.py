@@ -2,13 +2,16 @@
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from _reference_scheduler import simulate_reference
+from inferlab import scheduler as sched
 from inferlab.hardware import ACCELERATORS
-from inferlab.iteration import FITTED_COST, IterationCost, RooflineCost, Work
+from inferlab.iteration import FITTED_COST, IterationCost, RooflineCost, TotalsCost, Work, totals
 from inferlab.models import MODELS
 from inferlab.scheduler import (
     KVBlockLimit,
@@ -21,6 +24,7 @@ from inferlab.scheduler import (
     run_example,
     simulate,
 )
+from inferlab.sched_log import IterationLog
 from inferlab.timeline import RequestTimes
 from inferlab.units import ms, ns, us
 
@@ -362,3 +366,266 @@ def test_pure_decode_iteration_of_the_fitted_cost():
     assert round(FITTED_COST.decode(64, 2048) / ms, 2) == 28.56
     with pytest.raises(ValueError, match="batch"):
         FITTED_COST.decode(0, 2048)
+
+
+# ---- differential: both engines against the pre-rewrite loop (tests/_reference_scheduler.py) ------
+
+
+class RecordingLimit(KVBlockLimit):
+    """A KV-block limit that also records the order of admissions and releases."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.events: list[tuple[str, str]] = []
+
+    def admit(self, request):
+        super().admit(request)
+        self.events.append(("admit", request.name))
+
+    def release(self, request):
+        super().release(request)
+        self.events.append(("release", request.name))
+
+
+def _general(cost):
+    """The same cost as a plain callable: no ``of_totals``, so simulate takes the per-item engine."""
+    return lambda work: cost(work)
+
+
+@st.composite
+def scenarios(draw):
+    n = draw(st.integers(1, 12))
+    # arrivals from a small grid give ties and idle gaps; prompts and outputs cross chunk and budget sizes
+    arrival = st.one_of(st.sampled_from([0.0, 0.0, 0.01, 0.05, 0.2, 1.5]), st.floats(0, 0.6, allow_nan=False))
+    reqs = [Request(f"q{i}", draw(arrival), draw(st.integers(1, 5000)), draw(st.integers(1, 40))) for i in range(n)]
+    policy = draw(st.sampled_from(["fixed", "continuous", "chunked"]))
+    max_running = draw(st.integers(1, 6))
+    kwargs = {}
+    if policy == "chunked":
+        kwargs["token_budget"] = draw(st.integers(max_running, 4096))
+        kwargs["chunk_tokens"] = draw(st.one_of(st.none(), st.integers(1, 4096)))
+        kwargs["whole_chunks"] = draw(st.booleans())
+    elif draw(st.booleans()):
+        kwargs["token_budget"] = draw(st.integers(max(max_running, max(r.prompt_tokens for r in reqs)), 12000))
+    blocks = None
+    if draw(st.booleans()):
+        need = max(KVBlockLimit(1).blocks_needed(r) for r in reqs)
+        blocks = draw(st.integers(need, 3 * need + 40))
+    return reqs, policy, max_running, kwargs, blocks
+
+
+def _assert_same_as_reference(reqs, policy, max_running, kwargs, blocks, cost=FITTED_COST, general=False):
+    ref_limit = RecordingLimit(blocks) if blocks else None
+    new_limit = RecordingLimit(blocks) if blocks else None
+    ref = simulate_reference(reqs, policy, cost, max_running, admission=ref_limit, **kwargs)
+    new = simulate(reqs, policy, _general(cost) if general else cost, max_running, admission=new_limit, **kwargs)
+    for r in reqs:
+        # bit-identical token times: the same floats, not merely close ones
+        assert new.times[r.name].token_times_s.tolist() == list(ref.token_times_s[r.name])
+        assert new.served[r.name].first_work_s == ref.first_work_s[r.name]
+    assert new.makespan_s == ref.makespan_s
+    assert len(new.iterations) == len(ref.log)
+    assert new.iterations.start_s.tolist() == [start for start, _, _ in ref.log]
+    assert new.iterations.duration_s.tolist() == [d for _, d, _ in ref.log]
+    assert [it.work for it in new.iterations] == [work for _, _, work in ref.log]
+    if blocks:
+        assert new_limit.events == ref_limit.events and new_limit.used_blocks == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenarios())
+def test_event_engine_matches_the_reference_bit_for_bit(case):
+    _assert_same_as_reference(*case)
+
+
+@settings(max_examples=150, deadline=None)
+@given(scenarios())
+def test_general_engine_matches_the_reference_bit_for_bit(case):
+    _assert_same_as_reference(*case, general=True)
+
+
+def _poisson(n, seed, rate_per_s=8.0, prompts=(256, 4097), outputs=(16, 257)):
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(1 / rate_per_s, n))
+    p, g = rng.integers(*prompts, n), rng.integers(*outputs, n)
+    return [Request(f"q{i}", float(a), int(x), int(y)) for i, (a, x, y) in enumerate(zip(arrivals, p, g))]
+
+
+@pytest.mark.parametrize(("policy", "kwargs"), [
+    ("fixed", {}), ("continuous", {"token_budget": 6000}),
+    ("chunked", {"token_budget": 8192, "chunk_tokens": 2048}),
+    ("chunked", {"token_budget": 2048, "whole_chunks": False}),
+])
+def test_long_poisson_trace_matches_the_reference(policy, kwargs):
+    # hundreds of requests, dozens running: many finishers per iteration, long decode runs, queues that build up
+    reqs = _poisson(300, seed=7, rate_per_s=20.0, outputs=(1, 120))
+    _assert_same_as_reference(reqs, policy, 24, kwargs, blocks=None)
+    _assert_same_as_reference(reqs[:120], policy, 24, kwargs, blocks=2000)
+
+
+def test_roofline_cost_takes_the_fast_path_with_the_same_bits_as_the_general_one():
+    cost = RooflineCost(MODELS["qwen3-8b"], ACCELERATORS["rtx-pro-6000"], mfu=0.622, mbu=0.65, overhead_s=0.004)
+    assert isinstance(cost, TotalsCost) and isinstance(FITTED_COST, TotalsCost)
+    assert not isinstance(_general(cost), TotalsCost)
+    reqs = _poisson(60, seed=3)
+    for policy, kwargs in [("continuous", {}), ("chunked", {"token_budget": 4096, "chunk_tokens": 1024})]:
+        fast = simulate(reqs, policy, cost, 8, **kwargs)
+        slow = simulate(reqs, policy, _general(cost), 8, **kwargs)
+        assert all(fast.times[n] == slow.times[n] for n in fast.served)
+        # against the pre-rewrite loop (which summed per-item float FLOP): equal to rounding
+        ref = simulate_reference(reqs, policy, cost, 8, **kwargs)
+        assert fast.makespan_s == pytest.approx(ref.makespan_s, rel=1e-12)
+
+
+def test_roofline_totals_equal_the_sum_of_per_item_flops():
+    model, card = MODELS["qwen3-8b"], ACCELERATORS["rtx-pro-6000"]
+    cost = RooflineCost(model, card, mfu=0.5, mbu=1.0)
+    r = Request("r", 0.0, 9000, 4)
+    work = [Work(r, "prefill", 6144, 0, 0), Work(r, "prefill", 2048, 6144, 1)] + [
+        Work(r, "decode", 1, 2048 + g, 1) for g in range(64)]
+    flops = sum(model.flops(w.new_tokens, w.cached_tokens, logits=min(w.emits, w.new_tokens)) for w in work)
+    assert totals(work) == (6144 + 2048 + 64, sum(w.pairs for w in work), sum(w.cached_tokens + w.new_tokens
+                                                                               for w in work), 65)
+    assert cost(work) == pytest.approx(card.compute_time(flops, 0.5), rel=1e-15)
+    assert round(model.flops(6144) / 1e12, 1) == 96.5  # SPEC: the 6144-token prefill
+
+
+# ---- pluggable: policies, several tokens per iteration, the log ------------------------------------
+def _double_decode(engine: sched.Engine) -> sched.Plan:
+    """Continuous batching whose decodes emit two tokens (capped at what is left), as a speculative round might."""
+    plan = []
+    for live in engine.running:
+        if live.decoding:
+            emits = min(2, live.request.output_tokens - len(live.times))
+            cached = live.request.prompt_tokens + len(live.times) - 1
+            plan.append((live, Work(live.request, "decode", emits, cached, emits)))
+    while engine.can_admit():
+        live = engine.admit()
+        plan.append((live, Work(live.request, "prefill", live.request.prompt_tokens, 0, 1)))
+    return plan
+
+
+def test_a_registered_policy_emits_several_tokens_per_iteration(monkeypatch):
+    monkeypatch.setitem(sched.POLICIES, "double", _double_decode)
+    s = simulate([Request("a", 0.0, 100, 6)], "double", FITTED_COST, max_running=1)
+    ends = s.iterations.end_s
+    assert len(s.iterations) == 4  # prefill (token 1), then tokens 2-3, 4-5, 6
+    assert s.times["a"].token_times_s.tolist() == [ends[0], ends[1], ends[1], ends[2], ends[2], ends[3]]
+    assert [it.work[0].emits for it in s.iterations] == [1, 2, 2, 1]
+    assert s.iterations[1].duration_s == FITTED_COST([Work(s.served["a"].request, "decode", 2, 100, 2)])
+
+
+def test_overriding_a_builtin_policy_takes_the_general_engine(monkeypatch):
+    monkeypatch.setitem(sched.POLICIES, "continuous", _double_decode)
+    s = simulate([Request("a", 0.0, 100, 5)], "continuous", FITTED_COST, max_running=1)
+    assert len(s.iterations) == 3 and s.times["a"].output_tokens == 5
+
+
+def test_iteration_log_is_compact_and_built_on_access():
+    s = simulate(_poisson(200, seed=1), "continuous", FITTED_COST, max_running=16)
+    log = s.iterations
+    assert isinstance(log, IterationLog) and repr(log) == f"IterationLog({len(log)} iterations)"
+    assert log.end_s.tolist() == [a + b for a, b in zip(log.start_s.tolist(), log.duration_s.tolist())]
+    assert log[-1] == log[len(log) - 1] and log[-1].index == len(log) - 1
+    assert [it.index for it in log[3:6]] == [3, 4, 5]
+    with pytest.raises(IndexError):
+        log[len(log)]
+    with pytest.raises(ValueError):
+        log.start_s[0] = 1.0  # read-only
+    assert sum(it.new_tokens for it in log) == sum(r.prompt_tokens + r.output_tokens - 1 for r in _poisson(200, 1))
+    bare = simulate(_poisson(200, seed=1), "continuous", FITTED_COST, max_running=16, record_iterations=False)
+    assert len(bare.iterations) == 0 and bare.makespan_s == s.makespan_s
+
+
+# ---- semantics settled in issue 8 ----------------------------------------------------------------------
+def test_makespan_runs_from_the_first_arrival():
+    reqs = [Request("a", 5.0, 100, 3), Request("b", 5.1, 200, 2)]
+    s = simulate(reqs, "continuous", FITTED_COST, max_running=2)
+    last = max(s.served[n].finish_s for n in ("a", "b"))
+    assert s.makespan_s == last - 5.0 and s.summary()["makespan_s"] == s.makespan_s
+    assert s.summary()["throughput_tok_s"] == pytest.approx(5 / (last - 5.0))
+    assert run_example("fixed").makespan_s == max(v.finish_s for v in run_example("fixed").served.values())
+
+
+def test_chunked_admission_is_head_of_line():
+    # one decode running: the 8192-token prompt's first 4096-token piece does not fit in the 4095 left,
+    # and the 16-token prompt behind it waits too (first come, first served), until the decode is done
+    reqs = [Request("running", 0.0, 100, 30), Request("long", 0.001, 8192, 2), Request("short", 0.002, 16, 2)]
+    s = simulate(reqs, "chunked", FITTED_COST, max_running=3, token_budget=4096, chunk_tokens=4096)
+    done = s.served["running"].finish_s
+    assert s.served["long"].first_work_s == done and s.served["short"].first_work_s > done
+    # without the long prompt ahead of it, the short one starts at the next iteration boundary beside the decode
+    alone = simulate([reqs[0], reqs[2]], "chunked", FITTED_COST, max_running=3, token_budget=4096, chunk_tokens=4096)
+    assert alone.served["short"].first_work_s == alone.iterations[1].start_s < done
+    # cutting pieces (vLLM) lets the long prompt start beside the decode; the short one still queues behind it
+    cut = simulate(reqs, "chunked", FITTED_COST, max_running=3, token_budget=4096, chunk_tokens=4096,
+                   whole_chunks=False)
+    assert cut.served["long"].first_work_s < cut.served["running"].finish_s
+    assert cut.served["short"].first_work_s > cut.served["long"].first_work_s
+
+
+def test_fixed_and_continuous_groups_shrink_to_the_token_budget():
+    reqs = [Request(f"q{i}", 0.0, 3000, 3) for i in range(4)]
+    fixed = simulate(reqs, "fixed", FITTED_COST, max_running=4, token_budget=8192)
+    first = fixed.iterations[0]
+    assert [w.request.name for w in first.work] == ["q0", "q1"]  # 9000 tokens would not fit in 8192
+    assert fixed.served["q2"].first_work_s == fixed.served["q3"].first_work_s == fixed.served["q1"].finish_s
+    cont = simulate(reqs, "continuous", FITTED_COST, max_running=4, token_budget=8192)
+    assert [(w.request.name, w.kind) for w in cont.iterations[1].work] == [
+        ("q0", "decode"), ("q1", "decode"), ("q2", "prefill"), ("q3", "prefill")]  # 2 + 6000 <= 8192
+    # head-of-line here too: a prompt that does not fit holds back a smaller one behind it
+    mixed = [Request("a", 0.0, 3000, 2), Request("big", 0.0, 6000, 2), Request("small", 0.0, 10, 2)]
+    s = simulate(mixed, "continuous", FITTED_COST, max_running=3, token_budget=8192)
+    assert [w.request.name for w in s.iterations[0].work] == ["a"]
+    with pytest.raises(ValueError, match="cannot split a prompt"):
+        simulate([Request("x", 0.0, 9000, 2)], "fixed", FITTED_COST, token_budget=8192)
+
+
+class _BadTotals:
+    """A totals cost returning ``value`` (the fast path's validation)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __call__(self, work):
+        return self.value
+
+    def of_totals(self, new_tokens, pairs, kv_tokens, logits):
+        return self.value
+
+
+@pytest.mark.parametrize("value", [None, "0.1", float("nan"), -1.0, 0.0, float("inf"), True, [0.1]])
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_cost_that_is_not_a_positive_number_of_seconds_raises(value, fast):
+    cost = _BadTotals(value) if fast else (lambda work: value)
+    with pytest.raises(ValueError, match="cost"):
+        simulate(example_requests(), "continuous", cost, max_running=2)
+
+
+def test_numpy_and_integer_costs_are_seconds():
+    s = simulate(example_requests(), "fixed", lambda work: np.float32(0.25), max_running=2)
+    assert s.makespan_s == 0.25 * len(s.iterations)
+    assert simulate(example_requests(), "fixed", _BadTotals(1), max_running=2).makespan_s == len(s.iterations)
+    with pytest.raises(ValueError, match="cost"):
+        simulate(example_requests(), "fixed", 0.1, max_running=2)
+
+
+@pytest.mark.parametrize("cost", [FITTED_COST, _general(FITTED_COST)])
+def test_an_arrival_beyond_float_resolution_raises(cost):
+    with pytest.raises(ValueError, match="does not advance the clock"):
+        simulate([Request("late", 1e300, 100, 3)], "continuous", cost)
+    # far but resolvable: a year in, the times still move
+    s = simulate([Request("year", 3.15e7, 100, 3)], "continuous", cost)
+    assert s.makespan_s > 0.07
+
+
+def test_finishers_of_one_iteration_are_released_in_admission_order():
+    # iteration 1: r1 (admitted second) emits its last decode while r0's last piece emits its only token
+    reqs = [Request("r0", 0.0, 4096, 1), Request("r1", 0.0, 100, 2)]
+    for general in (False, True):
+        limit = RecordingLimit(1000)
+        s = simulate(reqs, "chunked", _general(FITTED_COST) if general else FITTED_COST, max_running=2,
+                     token_budget=4096, chunk_tokens=2048, admission=limit)
+        assert s.served["r0"].finish_s == s.served["r1"].finish_s == s.iterations[1].end_s
+        assert limit.events == [("admit", "r0"), ("admit", "r1"), ("release", "r0"), ("release", "r1")]
+    _assert_same_as_reference(reqs, "chunked", 2, {"token_budget": 4096, "chunk_tokens": 2048}, blocks=1000)

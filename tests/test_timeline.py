@@ -8,7 +8,14 @@ from hypothesis import strategies as st
 from inferlab.calibration import prefill_time
 from inferlab.hardware import ACCELERATORS
 from inferlab.models import MODELS
-from inferlab.timeline import RequestTimes, decode_throughput, request_time, single_request, summarize
+from inferlab.timeline import (
+    RequestTimes,
+    decode_throughput,
+    itls_by_request,
+    request_time,
+    single_request,
+    summarize,
+)
 
 
 def test_single_request_of_the_chapter() -> None:
@@ -82,3 +89,56 @@ def test_running_example_single_request() -> None:
     r = example.single_short_request()
     assert round(r.request_time_s, 2) == 6.95 and r.output_tokens == example.SHORT.output_tokens
     assert round(example.single_short_request({100: example.SINGLE_PREFILL_S}).request_time_s, 2) == 7.05
+
+
+# ---- storage and vectorized metrics (issue 8: RequestTimes cheap to build, ITLs computed when asked) ----
+def test_token_times_are_a_read_only_array() -> None:
+    r = RequestTimes(0.0, (0.1, 0.2, 0.4))
+    assert isinstance(r.token_times_s, np.ndarray) and r.token_times_s.dtype == np.float64
+    with pytest.raises(ValueError):
+        r.token_times_s[0] = 0.0
+    source = np.array([0.1, 0.3])
+    copy = RequestTimes(0.0, source)
+    source[0] = 0.2  # the caller's array is copied, not aliased
+    assert copy.token_times_s[0] == 0.1
+    assert r == RequestTimes(0.0, [0.1, 0.2, 0.4]) and r != RequestTimes(0.0, (0.1, 0.2, 0.5))
+    assert r != RequestTimes(0.05, (0.1, 0.2, 0.4)) and r != "r"
+    with pytest.raises(TypeError):
+        hash(r)
+    assert r.ttft_s == 0.1 and type(r.ttft_s) is float and r.request_time_s == 0.4
+    assert r.itls_s.tolist() == [0.2 - 0.1, 0.4 - 0.2]
+
+
+def test_trusted_build_skips_checks_but_keeps_the_array() -> None:
+    times = np.array([1.0, 1.5, 2.5])
+    times.flags.writeable = False
+    r = RequestTimes.trusted(0.5, times[1:])
+    assert r.token_times_s.base is times and r.ttft_s == 1.0 and r.max_itl_s == 1.0
+    assert r == RequestTimes(0.5, (1.5, 2.5))
+
+
+timelines = st.lists(
+    st.tuples(st.floats(0, 10), st.lists(st.floats(0, 5), min_size=1, max_size=6)), min_size=1, max_size=12
+).map(lambda rows: [RequestTimes(a, tuple(a + np.cumsum(gaps))) for a, gaps in rows])
+
+
+@given(timelines)
+def test_vectorized_metrics_equal_the_per_request_ones(requests) -> None:
+    longest, mean = itls_by_request(requests)
+    assert longest.tolist() == [r.max_itl_s for r in requests]
+    assert mean == pytest.approx([r.mean_itl_s for r in requests], rel=1e-12, abs=1e-15)
+    s = summarize(requests)
+    # bit for bit the formulas summarize used before it was vectorized
+    itls = np.concatenate([r.itls_s for r in requests])
+    span = max(r.token_times_s[-1] for r in requests) - min(r.arrival_s for r in requests)
+    assert s["mean_ttft_s"] == float(np.mean([r.ttft_s for r in requests]))
+    assert s["mean_itl_s"] == (float(itls.mean()) if itls.size else 0.0)
+    assert s["max_itl_s"] == (float(itls.max()) if itls.size else 0.0)
+    assert s["makespan_s"] == span
+
+
+def test_vectorized_metrics_need_requests() -> None:
+    with pytest.raises(ValueError, match="requests"):
+        itls_by_request([])
+    with pytest.raises(ValueError, match="requests"):
+        summarize([])

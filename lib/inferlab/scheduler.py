@@ -38,7 +38,7 @@ from .iteration import FITTED_COST, CostFn, IterationCost, RooflineCost, TotalsC
 from .memory import blocks_for, kv_tokens
 from .sched_events import run_events
 from .sched_log import Iteration, IterationLog
-from .sched_plans import BUILTIN_POLICIES, POLICIES, run_plans
+from .sched_plans import BUILTIN_POLICIES, POLICIES, Engine, Live, Plan, run_plans
 from .timeline import RequestTimes, itls_by_request, summarize
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Request", "Work", "IterationCost", "RooflineCost", "FITTED_COST", "Admission", "NoLimit", "KVBlockLimit",
     "Iteration", "IterationLog", "Served", "Schedule", "simulate", "POLICIES", "TotalsCost",
+    "Engine", "Live", "Plan",
     "example_requests", "EXAMPLE_MAX_RUNNING", "EXAMPLE_TOKEN_BUDGET", "EXAMPLE_CHUNK_TOKENS", "run_example",
     "replay_requests", "budget_sweep", "budget_within_gap", "quickest_admission_budget", "batch_requests", "REPLAY_PROMPT_TOKENS", "REPLAY_OUTPUT_TOKENS", "REPLAY_INTERVAL_S",
 ]
