@@ -23,3 +23,45 @@ def test_request_class_validates() -> None:
         example.RequestClass("x", 10, 5, shared_prefix_tokens=11)
     with pytest.raises(ValueError, match="output_tokens"):
         example.RequestClass("x", 10, 0)
+
+
+def test_decode_step_breakdown_reproduces_the_published_reads_and_efficiencies() -> None:
+    from inferlab.datasets import published
+
+    table = example.decode_step_breakdown()
+    sweep = published("batch_sweep_8_1").set_index("batch")
+    assert table.index.tolist() == [1, 4, 16, 64]
+    assert table["read (GB)"].round(2).tolist() == sweep["step_read_gb"].tolist()
+    assert table["read floor (ms)"].round(2).tolist() == [8.62, 9.12, 11.14, 19.23]
+    mbu = table["read floor (ms)"] / table["measured step (ms)"]
+    assert mbu.round(2).tolist() == sweep["decode_mbu"].tolist()
+    assert round(table.loc[1, "rest (ms)"], 1) == 17.6
+    assert table["rest (ms)"].is_monotonic_decreasing  # the fixed cost hides more of the reads as b grows
+    assert (table["compute floor (ms)"] < 0.15 * table["read floor (ms)"]).all()  # memory side of the roofline
+    assert not table.isna().any().any()
+
+
+def test_read_floor_batch_is_where_the_extrapolated_step_meets_its_reads() -> None:
+    from inferlab.calibration import measured_decode_step
+    from inferlab.roofline import step_read_bytes
+
+    D_w, k, beta = example.MODEL.matrix_weight_bytes(), example.MODEL.kv_bytes_per_token(), example.ACCELERATOR.hbm_bandwidth
+    for L in (2048, 8192):
+        b, crossing = example.read_floor_batch(L)
+        at, before = step_read_bytes(b, L, D_w, k), step_read_bytes(b - 1, L, D_w, k)
+        assert at / beta >= measured_decode_step(at) and before / beta < measured_decode_step(before)
+        assert abs(crossing / beta - measured_decode_step(crossing)) < 1e-9
+    assert example.read_floor_batch(2048)[0] == 149
+    with pytest.raises(ValueError, match="context_tokens"):
+        example.read_floor_batch(0)
+
+
+def test_step_breakdown_figure_draws_one_bar_pair_per_batch() -> None:
+    from matplotlib.figure import Figure
+
+    from inferlab.plot import timeline as tplot
+
+    fig = tplot.step_breakdown(example.decode_step_breakdown(), "test")
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    assert len(ax.patches) == 8 and [t.get_text() for t in ax.get_xticklabels()] == ["b = 1", "b = 4", "b = 16", "b = 64"]

@@ -103,3 +103,18 @@ def test_model_validation() -> None:
     with pytest.raises(ValueError, match="dtype_bytes"):
         QWEN.kv_bytes_per_token(0)
     assert math.isfinite(QWEN.flops(0))
+
+
+def test_symbols_print_as_the_notation_page_writes_them() -> None:
+    import sympy as sp
+
+    from inferlab import symbolic as S
+
+    assert sp.latex(S.KV_PER_TOKEN) == r"2 H_{\mathrm{kv}} d_{h} n_{\mathrm{layer}} s_{\mathrm{kv}}"
+    assert S.n_layer is S.L
+    assert r"\mathrm{ITL}" in sp.latex(S.REQUEST_TIME) and r"T_{\mathrm{queue}}" in sp.latex(S.TTFT)
+    assert S.beta_s == S.beta  # one beta, whichever module built it
+    step = {S.T_step: 0.02626, S.D_step: 15.44e9, S.beta: 1792e9}
+    assert round(float(S.STEP_OVERHEAD.subs(step)) * 1e3, 1) == 17.6
+    assert round(float(S.MBU.subs(step)), 2) == 0.33
+    assert abs(float(S.TPOT.subs({S.t_1: 0.196, S.t_G: 6.9535, S.G: 256})) - 0.0265) < 1e-12

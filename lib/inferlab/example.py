@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
 
 from ._validate import non_negative_int, positive_int
+from .calibration import decode_step_table
+from .datasets import published
 from .hardware import ACCELERATORS, Accelerator
 from .models import MODELS, ModelSpec
+from .roofline import decode_flops_per_request, step_read_bytes
 from .timeline import RequestTimes, single_request
-from .units import GiB
+from .units import GB, GiB
 
 
 @dataclass(frozen=True)
@@ -68,3 +72,45 @@ def memory_split() -> pd.DataFrame:
         index=["weights (BF16)", "KV cache and auxiliary buffers", "activations, graph replay, workspace",
                "instance total"],
     ).round(2)
+
+
+def decode_step_breakdown(context_tokens: int = 2048) -> pd.DataFrame:
+    """Experiment 8-1's measured decode steps beside their compute and read floors at peak, by batch.
+
+    Columns: bytes read per step D(b, L) (GB), b*F/P and D/beta (ms, the compute and read floors),
+    the measured step (ms), and the rest of the step that neither floor explains (ms).
+    """
+    L = positive_int("context_tokens", context_tokens)
+    sweep = published("batch_sweep_8_1").set_index("batch")
+    batch = sweep.index.to_numpy()
+    per_request_flops = decode_flops_per_request(MODEL, L)
+    read = pd.Series([step_read_bytes(int(n), L, MODEL.matrix_weight_bytes(), MODEL.kv_bytes_per_token())
+                      for n in batch], index=sweep.index, dtype=float)
+    read_s = read / ACCELERATOR.hbm_bandwidth
+    step_s = sweep["decode_step_s"]
+    return pd.DataFrame({
+        "read (GB)": read / GB,
+        "compute floor (ms)": batch * per_request_flops / ACCELERATOR.peak_bf16_flops * 1e3,
+        "read floor (ms)": read_s * 1e3,
+        "measured step (ms)": step_s * 1e3,
+        "rest (ms)": (step_s - read_s) * 1e3,
+    }).rename_axis("batch")
+
+
+def read_floor_batch(context_tokens: int = 2048) -> tuple[int, float]:
+    """Smallest batch whose read floor D(b, L)/beta reaches the measured decode step, and the bytes read there.
+
+    Beyond batch 64 the measured step is extrapolated along its last segment (bytes read against
+    seconds, as ``calibration.measured_decode_step`` does); returns (batch, bytes per step).
+    """
+    L = positive_int("context_tokens", context_tokens)
+    xs, ys = decode_step_table()
+    beta = ACCELERATOR.hbm_bandwidth
+    if (xs / beta >= ys).any():
+        raise ValueError("a measured step is already at its read floor; nothing to extrapolate")
+    slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+    if slope >= 1 / beta:
+        raise ValueError("the measured step grows at least as fast as its read floor: they never meet")
+    crossing = (ys[-1] - slope * xs[-1]) / (1 / beta - slope)  # bytes where x / beta = the extrapolated step
+    batch = math.ceil((crossing - MODEL.matrix_weight_bytes()) / (L * MODEL.kv_bytes_per_token()))
+    return batch, float(crossing)

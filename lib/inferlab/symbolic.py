@@ -1,27 +1,44 @@
-"""Symbolic forms of the chapter's formulas (sympy), so notebooks derive them and then substitute numbers."""
+"""Symbolic forms of the chapter's formulas (sympy), so notebooks derive them and then substitute numbers.
+
+Symbols print as in ``notation.md`` (one symbol, one meaning, book-wide); the Python names are kept
+stable for the pages that use them.
+"""
 
 from __future__ import annotations
 
 import sympy as sp
 
 # ---- 8.1.2 memory -----------------------------------------------------------------------
-L, H_kv, d_h, s_kv = sp.symbols("L H_kv d_h s", positive=True, integer=True)
-#: KV bytes per token: K and V, for every layer, KV head and head dimension, s bytes each.
+L, H_kv, d_h, s_kv = sp.symbols(r"n_{\mathrm{layer}} H_{\mathrm{kv}} d_h s_{\mathrm{kv}}", positive=True, integer=True)
+n_layer = L  # the number of layers (``L`` is the old Python name; $L$ in the book is the context length)
+#: KV bytes per token k: K and V, for every layer, KV head and head dimension, s_kv bytes each.
 KV_PER_TOKEN = 2 * L * H_kv * d_h * s_kv
 
-M_w, M_KV, M_a, M_u, C = sp.symbols("M_w M_KV M_a M_u C", nonnegative=True)
+M_w, M_KV, M_a, M_u, C = sp.symbols(r"M_w M_{\mathrm{KV}} M_a M_u C", nonnegative=True)
 #: The memory inequality of one accelerator.
 MEMORY_FITS = sp.Le(M_w + M_KV + M_a + M_u, C)
 
 # ---- 8.1.3 request time -----------------------------------------------------------------
-t_a, t_1, t_G, T_q, T_p, ITL, G = sp.symbols("t_a t_1 t_G T_queue T_prefill ITL G", positive=True)
+t_a, t_1, t_G, T_q, T_p, ITL, G = sp.symbols(r"t_a t_1 t_G T_{\mathrm{queue}} T_{\mathrm{prefill}} \mathrm{ITL} G",
+                                             positive=True)
+#: Time to first token of a request: queueing plus prefill.
 TTFT = T_q + T_p
 #: Request time of a request with a constant inter-token latency: TTFT + (G - 1) ITL.
 REQUEST_TIME = TTFT + (G - 1) * ITL
 
-b, T_step = sp.symbols("b T_step", positive=True)
-#: Output throughput of a decode batch: b tokens per step.
+b, T_step = sp.symbols(r"b T_{\mathrm{step}}", positive=True)
+#: Output throughput R_out of a decode batch: b tokens per step.
 THROUGHPUT = b / T_step
+
+D_step, beta_s = sp.symbols("D beta", positive=True)
+#: Time to read a step's D bytes at peak bandwidth beta: the memory floor of the step.
+T_READ = D_step / beta_s
+#: The part of a measured step its reads at peak do not explain: T_ovh = T_step - D/beta.
+STEP_OVERHEAD = T_step - T_READ
+#: Bandwidth efficiency (MBU) of a measured step: its read floor over its duration.
+MBU = T_READ / T_step
+#: Mean time per output token after the first: (t_G - t_1) / (G - 1).
+TPOT = (t_G - t_1) / (G - 1)
 
 
 def kv_per_token_for(n_layers: int, n_kv_heads: int, head_dim: int, dtype_bytes: int = 2) -> sp.Integer:
@@ -48,8 +65,8 @@ T_MEMORY = STEP_READ_BYTES / beta
 #: The batch at which compute time equals read time.
 BATCH_CROSSOVER = sp.solve(sp.Eq(T_COMPUTE, T_MEMORY), b_s)[0]
 
-F_0, F_slope = sp.symbols("F_0 s_F", positive=True)
-#: One request's FLOP per decode token, linear in its context: F(L) = F_0 + s_F*L.
+F_0, F_slope = sp.symbols("F_0 F_1", positive=True)
+#: One request's FLOP per decode token, linear in its context: F(L) = F_0 + F_1*L.
 DECODE_FLOPS = F_0 + F_slope * L_ctx
 #: The context at which one request's compute time equals its KV read time (weights aside).
 CONTEXT_CROSSOVER = sp.solve(sp.Eq(DECODE_FLOPS / P_peak, L_ctx * k_tok / beta), L_ctx)[0]
@@ -61,11 +78,12 @@ CAUSAL_PAIRS_SUM = sp.Sum(h_cached + i_tok, (i_tok, 1, c_new))
 #: The same in closed form: c*h + c(c+1)/2.
 CAUSAL_PAIRS = c_new * h_cached + c_new * (c_new + 1) / 2
 
-t_0, c_tok, c_pair, N_tok, N_pair = sp.symbols("t_0 c_tok c_pair N_tok N_pair", positive=True)
+t_0, c_tok, c_pair, N_tok, N_pair = sp.symbols(
+    r"t_0 t_{\mathrm{tok}} t_{\mathrm{pair}} N_{\mathrm{tok}} N_{\mathrm{pair}}", positive=True)
 #: Fitted iteration time: a fixed part, a part per new token, a part per causal pair.
 ITERATION_TIME = t_0 + c_tok * N_tok + c_pair * N_pair
 
-n_d, L_d, T_max = sp.symbols("n_d L_d T_max", positive=True)
+n_d, L_d, T_max = sp.symbols(r"n_d L_d T_{\max}", positive=True)
 #: Iteration with n_d decodes at context L_d and one prompt piece of c after h (the two-step rule of 8.2.4).
 PIECE_ITERATION_TIME = ITERATION_TIME.subs({N_tok: c_new + n_d,
                                             N_pair: CAUSAL_PAIRS + n_d * (L_d + 1)})

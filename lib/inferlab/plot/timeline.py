@@ -1,5 +1,5 @@
 """Drawings of section 8.1: iteration slots (Figure 8-1), a request's timeline (Figure 8-2),
-KV capacity against a budget, and the batch sweep."""
+KV capacity against a budget, the batch sweep, and a decode step against its read floor."""
 
 from __future__ import annotations
 
@@ -122,6 +122,30 @@ def batch_sweep(sweep: pd.DataFrame, batch: int, step_s: float, title: str = "")
     step.plot([batch], [step_s * 1e3], "D", color=COLORS["deadline"])
     handles = tput.get_legend_handles_labels()[0] + step.get_legend_handles_labels()[0][1:]
     tput.legend(handles=handles, loc="upper left")
+    if title:
+        caption(fig, title)
+    return fig
+
+
+def step_breakdown(table: pd.DataFrame, title: str = "") -> Figure:
+    """Measured decode steps split into the read floor D/beta (blue) and the rest (grey), one bar per batch.
+
+    ``table`` is ``example.decode_step_breakdown()``; a black tick marks the compute floor b*F/P, and
+    the share of the step the read floor explains (MBU) is written above each bar.
+    """
+    fig, ax = new_figure(width=6.5, height=3.0)
+    x = np.arange(len(table))
+    read, rest = table["read floor (ms)"].to_numpy(), table["rest (ms)"].to_numpy()
+    ax.bar(x, read, 0.6, color=COLORS["prefill"], label="reads at peak bandwidth, D/β")
+    ax.bar(x, rest, 0.6, bottom=read, color=COLORS["queue"], label="rest of the measured step")
+    ax.hlines(table["compute floor (ms)"], x - 0.3, x + 0.3, color="black", lw=2, label="compute at peak, bF/P")
+    for xi, r, total in zip(x, read, table["measured step (ms)"]):
+        ax.text(xi, total + 0.4, f"{r / total:.0%} reads", ha="center", va="bottom", fontsize=9)
+    ax.set_xticks(x, [f"b = {b}" for b in table.index])
+    ax.set_ylabel("decode step (ms)")
+    ax.set_ylim(0, table["measured step (ms)"].max() * 1.3)
+    ax.legend(loc="upper left", ncol=2, fontsize=8)
+    ax.grid(axis="x", visible=False)
     if title:
         caption(fig, title)
     return fig
