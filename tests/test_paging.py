@@ -1,18 +1,14 @@
-"""Block manager: worked examples of 8.3.1-8.3.2, edge cases, and stateful tests over random operation sequences.
+"""Block manager: worked examples of 8.3.1-8.3.2, the issue-8 reproducers, edge cases and refused operations.
 
-The stateful machines run ``STATEFUL_EXAMPLES`` random sequences of up to ``STATEFUL_STEPS``
-operations each (defaults keep CI fast; set INFERLAB_STATEFUL_EXAMPLES / _STEPS for a long run)
-and check every invariant after every operation.
+The stateful machines and the differential model are in ``test_paging_stateful.py``.
 """
 
 from __future__ import annotations
 
-import os
+import time
 
-import hypothesis.strategies as st
+import numpy as np
 import pytest
-from hypothesis import HealthCheck, settings
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from inferlab import memory
 from inferlab.models import MODELS
@@ -20,8 +16,6 @@ from inferlab.paging import BlockManager, OutOfBlocks, chained_hash
 from inferlab.paging_scenarios import cancellation_timeline, decode_with_preemption
 from inferlab.units import GiB, MiB
 
-STATEFUL_EXAMPLES = int(os.environ.get("INFERLAB_STATEFUL_EXAMPLES", "250"))
-STATEFUL_STEPS = int(os.environ.get("INFERLAB_STATEFUL_STEPS", "80"))
 QWEN = MODELS["qwen3-8b"]
 
 
@@ -112,7 +106,7 @@ def test_copy_on_write_of_a_shared_partial_tail_figure_8_15() -> None:
     bm.allocate("p", [1, 2, 3, 4, 10, 11, 12])  # tail a, b, c
     bm.fork("p", "q")
     tail = bm.block_table("p")[-1]
-    assert bm.blocks[tail].ref_count == 2
+    assert bm.ref_count(tail) == 2
     copies = bm.append("p", [20])  # x
     assert copies == [(tail, bm.block_table("p")[-1])]
     assert bm.append("q", [30]) == []  # y: q is now the only owner, writes in place
@@ -126,12 +120,12 @@ def test_refcount_and_free_condition_figure_8_14() -> None:
     bm.allocate("A", list(range(8)))
     assert bm.allocate("B", list(range(8)) + [99]) == 8
     shared = bm.block_table("A")
-    assert [bm.blocks[b].ref_count for b in shared] == [2, 2]
+    assert [bm.ref_count(b) for b in shared] == [2, 2]
     bm.free("A")
-    assert [bm.blocks[b].ref_count for b in shared] == [1, 1]
+    assert [bm.ref_count(b) for b in shared] == [1, 1]
     step = bm.begin_step(["B"])
     bm.free("B")
-    assert bm.num_draining == 3 and not set(shared) & set(bm.free_ids)
+    assert bm.num_draining == 3 and not any(bm.is_free(b) for b in shared)
     assert bm.end_step(step) == 3
     assert bm.num_free == 8
 
@@ -190,11 +184,11 @@ def test_in_flight_step_is_a_reader_no_overwrite_in_place() -> None:
     assert bm.append_blocks_needed("A", 2) == 1
     copies = bm.append("A", [7, 7])
     assert copies and copies[0][0] == shared
-    assert bm.blocks[shared].tokens == [1, 2, 3, 4]  # what the in-flight step reads is intact
+    assert bm.block_tokens(shared) == (1, 2, 3, 4)  # what the in-flight step reads is intact
     assert bm.read("A") == [1, 2, 7, 7]
     assert bm.num_draining == 2  # the old block #0 and B's tail drain until the step ends
     bm.end_step(step)
-    assert bm.num_draining == 0 and shared in bm.free_ids
+    assert bm.num_draining == 0 and bm.is_free(shared)
 
 
 def test_appending_into_free_slots_of_an_in_flight_block_needs_no_copy() -> None:
@@ -205,16 +199,63 @@ def test_appending_into_free_slots_of_an_in_flight_block_needs_no_copy() -> None
     bm.end_step(step)
 
 
-def test_exact_parent_rule_is_stricter_than_vllm() -> None:
-    # Two physical copies of the same first block exist (the second was recomputed because
-    # "b" was wholly cached). A block registered after the copy is not found through the
-    # original: a lost hit (vLLM, trusting the chain hash alone, would hit), never a wrong one.
+P16 = list(range(16))
+
+
+def test_issue_8_reproducer_1_a_live_copy_is_found_when_two_copies_exist() -> None:
+    bm = BlockManager(5, 16)
+    bm.allocate("a", P16)
+    bm.free("a")  # block 0 keeps P16, cached
+    bm.allocate("b", P16)  # a whole-prompt hit recomputes its block: a second copy of P16
+    bm.allocate("x", list(range(500, 564)))  # takes every free block, overwriting the first copy
+    bm.free("x")
+    assert bm.allocate("c", P16 + [1]) == 16  # b's live copy holds exactly that prefix
+    assert bm.block_table("c")[0] == bm.block_table("b")[0] and bm.read("c") == P16 + [1]
+
+
+def test_issue_8_reproducer_2_blocks_filled_by_decode_survive_preemption() -> None:
+    bm = BlockManager(8, 16)
+    bm.allocate("s", P16)
+    bm.preempt("s")
+    assert bm.resume("s") == 16  # one block, and the last token must run: the whole block again
+    bm.append("s", list(range(100, 117)))  # fills block 1 by decode and opens block 2
+    assert bm.block_prefix(bm.block_table("s")[1]) == tuple(P16 + list(range(100, 116)))
+    bm.preempt("s")
+    assert bm.resume("s") == 1  # two full blocks cached; only the last token runs again
+    assert bm.recomputed_tokens == 17 and bm.read("s") == P16 + list(range(100, 117))
+
+
+def test_decode_fills_one_token_at_a_time_and_registers_each_full_block() -> None:
+    bm = BlockManager(8, 4)
+    bm.allocate("s", [7, 7, 7])
+    for t in range(9):
+        bm.append("s", [t])
+    assert bm.num_indexed == 3  # [7,7,7,0], [1..4], [5..8]
+    bm.free("s")
+    assert bm.allocate("t", [7, 7, 7] + list(range(9)) + [99]) == 12
+
+
+def test_a_live_copy_is_preferred_to_a_cached_free_one() -> None:
+    bm = BlockManager(6, 4)
+    bm.allocate("a", [1, 2, 3, 4])
+    bm.allocate("b", [1, 2, 3, 4])  # second copy (whole-prompt hit recomputes it)
+    first, second = bm.block_table("a")[0], bm.block_table("b")[0]
+    bm.free("a")  # first copy: free but cached; second: live
+    free = bm.num_free
+    assert bm.blocks_needed([1, 2, 3, 4, 5]) == 1  # the hit costs no free block
+    assert bm.allocate("c", [1, 2, 3, 4, 5]) == 4
+    assert bm.block_table("c")[0] == second and bm.is_free(first) and bm.num_free == free - 1
+
+
+def test_copies_chain_through_any_copy_of_the_predecessor() -> None:
+    # formerly a lost hit: block 1 was registered after b's copy of block 0, and c's lookup
+    # went through a's copy; both copies hold the same prefix, so the chain continues
     bm = BlockManager(12, 4)
     bm.allocate("a", [0, 1, 2, 3])
     bm.allocate("b", [0, 1, 2, 3])  # recomputes its only block: a second copy
     assert bm.block_table("a") != bm.block_table("b")
     bm.append("b", [4, 5, 6, 7])  # registered after b's copy of block 0
-    assert bm.allocate("c", list(range(9))) == 4  # block 0 hits a's copy, block 1's parent differs
+    assert bm.allocate("c", list(range(9))) == 8
     assert bm.read("c") == list(range(9))
 
 
@@ -300,206 +341,6 @@ def test_decode_with_preemption_recomputes_and_finishes_all() -> None:
     assert roomy.preemptions == [] and roomy.recomputed_tokens == 0
 
 
-# ---- stateful property tests --------------------------------------------------------------
-_ALPHABET = st.integers(0, 3)  # tiny alphabet: prefixes collide often, so blocks get shared by content
-
-
-class BlockManagerMachine(RuleBasedStateMachine):
-    """Random admits, appends, forks, truncations, frees, preemptions and in-flight steps."""
-
-    hash_fn = staticmethod(chained_hash)
-
-    @initialize(num_blocks=st.integers(2, 24), block_size=st.integers(1, 4))
-    def setup(self, num_blocks: int, block_size: int) -> None:
-        self.bm = BlockManager(num_blocks, block_size, hash_fn=self.hash_fn)
-        self.model: dict[int, list[int]] = {}  # what each sequence must read
-        self.preempted: set[int] = set()
-        self.steps: dict[int, list[int]] = {}
-        self.snapshots: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
-        self.next_id = 0
-
-    def _live(self) -> list[int]:
-        return sorted(s for s in self.model if s not in self.preempted)
-
-    @rule(prefix_from=st.integers(0, 50), cut=st.integers(0, 40), tail=st.lists(_ALPHABET, max_size=12))
-    def allocate(self, prefix_from: int, cut: int, tail: list[int]) -> None:
-        base = self.model[sorted(self.model)[prefix_from % len(self.model)]] if self.model else []
-        tokens = base[:cut] + tail
-        if not tokens:
-            return
-        sid, self.next_id = self.next_id, self.next_id + 1
-        if self.bm.can_allocate(tokens):
-            free_before, needed = self.bm.num_free, self.bm.blocks_needed(tokens)
-            cached = self.bm.allocate(sid, tokens)
-            assert cached % self.bm.block_size == 0 and cached <= len(tokens) - 1
-            assert free_before - self.bm.num_free == needed
-            self.model[sid] = list(tokens)
-        else:
-            with pytest.raises(OutOfBlocks):
-                self.bm.allocate(sid, tokens)
-
-    @precondition(lambda self: self._live())
-    @rule(pick=st.integers(0, 50), tokens=st.lists(_ALPHABET, min_size=1, max_size=9))
-    def append(self, pick: int, tokens: list[int]) -> None:
-        sid = self._live()[pick % len(self._live())]
-        if self.bm.can_append(sid, len(tokens)):
-            free_before, needed = self.bm.num_free, self.bm.append_blocks_needed(sid, len(tokens))
-            self.bm.append(sid, tokens)
-            assert free_before - self.bm.num_free == needed
-            self.model[sid].extend(tokens)
-        else:
-            with pytest.raises(OutOfBlocks):
-                self.bm.append(sid, tokens)
-
-    @precondition(lambda self: self._live())
-    @rule(pick=st.integers(0, 50))
-    def fork(self, pick: int) -> None:
-        parent = self._live()[pick % len(self._live())]
-        sid, self.next_id = self.next_id, self.next_id + 1
-        free_before = self.bm.num_free
-        self.bm.fork(parent, sid)
-        assert self.bm.num_free == free_before  # forking copies nothing
-        self.model[sid] = list(self.model[parent])
-
-    @precondition(lambda self: self.model)
-    @rule(pick=st.integers(0, 50), keep=st.integers(0, 40))
-    def truncate(self, pick: int, keep: int) -> None:
-        sid = sorted(self.model)[pick % len(self.model)]
-        keep = min(keep, len(self.model[sid]))
-        self.bm.truncate(sid, keep)
-        del self.model[sid][keep:]
-
-    @precondition(lambda self: self.model)
-    @rule(pick=st.integers(0, 50))
-    def free(self, pick: int) -> None:
-        sid = sorted(self.model)[pick % len(self.model)]
-        self.bm.free(sid)
-        del self.model[sid]
-        self.preempted.discard(sid)
-        with pytest.raises(ValueError):
-            self.bm.free(sid)  # a second free is refused, never a double decrement
-
-    @precondition(lambda self: self._live())
-    @rule(pick=st.integers(0, 50))
-    def preempt(self, pick: int) -> None:
-        sid = self._live()[pick % len(self._live())]
-        assert self.bm.preempt(sid) == len(self.model[sid])
-        self.preempted.add(sid)
-
-    @precondition(lambda self: self.preempted)
-    @rule(pick=st.integers(0, 50))
-    def resume(self, pick: int) -> None:
-        sid = sorted(self.preempted)[pick % len(self.preempted)]
-        tokens = self.model[sid]
-        if not tokens:
-            return
-        if self.bm.can_allocate(tokens):
-            recompute = self.bm.resume(sid)
-            assert 1 <= recompute <= len(tokens)  # the last token always runs again
-            self.preempted.discard(sid)
-        else:
-            with pytest.raises(OutOfBlocks):
-                self.bm.resume(sid)
-
-    @precondition(lambda self: self._live())
-    @rule(picks=st.lists(st.integers(0, 50), min_size=1, max_size=3))
-    def begin_step(self, picks: list[int]) -> None:
-        live = self._live()
-        sids = sorted({live[p % len(live)] for p in picks})
-        step = self.bm.begin_step(sids)
-        self.steps[step] = [b for s in sids for b in self.bm.block_table(s)]
-        p = self.bm.block_size  # what the step reads: each table's filled slots
-        self.snapshots[step] = [(bid, tuple(self.model[s][i * p:(i + 1) * p]))
-                                for s in sids for i, bid in enumerate(self.bm.block_table(s))]
-
-    @precondition(lambda self: self.steps)
-    @rule(pick=st.integers(0, 50))
-    def end_step(self, pick: int) -> None:
-        step = sorted(self.steps)[pick % len(self.steps)]
-        self.bm.end_step(step)
-        del self.steps[step]
-        del self.snapshots[step]
-
-    # -- invariants, checked after every rule --
-    @invariant()
-    def every_block_free_or_used_never_both(self) -> None:
-        bm = self.bm
-        free = set(bm.free_ids)
-        assert len(free) == len(bm.free_ids)  # no block twice in the free list
-        referenced = {b.block_id for b in bm.blocks if b.ref_count > 0}
-        reading = {b for bids in self.steps.values() for b in bids}
-        draining = {b.block_id for b in bm.blocks if b.ref_count == 0} & reading
-        assert not free & referenced and not free & reading
-        # the three states partition the pool, counted from refcounts and open steps, not from the free list
-        assert free | referenced | draining == set(range(bm.num_blocks))
-        assert len(free) + len(referenced) + len(draining) == bm.num_blocks
-        assert bm.num_draining == len(draining) and bm.num_used == len(referenced) + len(draining)
-
-    @invariant()
-    def in_flight_reads_never_change(self) -> None:
-        for snap in self.snapshots.values():
-            for bid, tokens in snap:
-                assert tuple(self.bm.blocks[bid].tokens[: len(tokens)]) == tokens
-
-    @invariant()
-    def shared_blocks_were_written_under_the_same_prefix(self) -> None:
-        p = self.bm.block_size
-        for sid, tokens in self.model.items():
-            context = None
-            for i, bid in enumerate(self.bm.block_table(sid)):
-                assert self.bm.blocks[bid].context == context  # KV computed after exactly this prefix
-                context = chained_hash(context, tuple(tokens[i * p:(i + 1) * p]))
-
-    @invariant()
-    def refcount_equals_table_entries(self) -> None:
-        counts = [0] * self.bm.num_blocks
-        for seq in self.bm.seqs.values():
-            for b in seq.block_table:
-                counts[b] += 1
-        assert counts == [b.ref_count for b in self.bm.blocks]
-
-    @invariant()
-    def every_sequence_reads_what_it_wrote(self) -> None:
-        assert set(self.bm.seqs) == set(self.model)
-        for sid, tokens in self.model.items():
-            assert self.bm.num_tokens(sid) == len(tokens)
-            if sid in self.preempted:
-                assert self.bm.block_table(sid) == []
-                continue
-            table = self.bm.block_table(sid)
-            assert len(table) == -(-len(tokens) // self.bm.block_size)
-            assert len(set(table)) == len(table)
-            assert self.bm.read(sid) == tokens
-
-    @invariant()
-    def in_flight_counts_match_open_steps(self) -> None:
-        expected: dict[int, int] = {}
-        for bids in self.steps.values():
-            for b in bids:
-                expected[b] = expected.get(b, 0) + 1
-        assert self.bm.in_flight == expected
-
-    @invariant()
-    def hash_index_is_consistent(self) -> None:
-        for h, bid in self.bm.hash_to_block.items():
-            block = self.bm.blocks[bid]
-            assert block.hash == h and len(block.tokens) == self.bm.block_size
-
-
-class CollidingHashMachine(BlockManagerMachine):
-    """Same machine with a 2-valued hash: only the stored-token and chain checks keep contexts apart."""
-
-    hash_fn = staticmethod(lambda prev, toks: (sum(toks) + (prev or 0)) % 2)
-
-
-_SETTINGS = settings(max_examples=STATEFUL_EXAMPLES, stateful_step_count=STATEFUL_STEPS, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-TestBlockManagerStateful = BlockManagerMachine.TestCase
-TestBlockManagerStateful.settings = _SETTINGS
-TestCollidingHashStateful = CollidingHashMachine.TestCase
-TestCollidingHashStateful.settings = _SETTINGS
-
-
 def test_fork_branches_reproduces_the_four_branch_experiment() -> None:
     from inferlab.paging_scenarios import fork_branches
 
@@ -518,3 +359,187 @@ def test_shared_prefix_batch_matches_the_capacity_formula() -> None:
     assert bm.num_used * per_block == batch_kv_bytes(16, MODEL, 8192, 256, shared_prefix_tokens=6144)
     with pytest.raises(ValueError, match="prefix_tokens"):
         shared_prefix_batch(2, 10, 5, 2, num_blocks=8)
+
+
+# ---- refused operations leave no trace ----------------------------------------------------
+def _snapshot(bm: BlockManager) -> tuple:
+    return bm.state(), bm.num_indexed, bm.recomputed_tokens, bm.cached_tokens_total, dict(bm.in_flight)
+
+
+@pytest.mark.parametrize("bad", [
+    P16[:15] + [2**63] + [0],  # beyond int64 at position 15 (it used to half-allocate, then overflow)
+    [1, -2], [1.9, 2.2], ["a"], [True, 2], [np.float32(1)], "ab", [None],
+])
+def test_bad_token_ids_are_refused_before_any_change(bad: list) -> None:
+    bm = BlockManager(8, 16)
+    bm.allocate("s", P16 + [1])
+    before = _snapshot(bm)
+    with pytest.raises(ValueError, match="tokens"):
+        bm.allocate("t", bad)
+    with pytest.raises(ValueError, match="tokens"):
+        bm.can_allocate(bad)
+    with pytest.raises(ValueError, match="tokens"):
+        bm.append("s", bad)
+    assert _snapshot(bm) == before
+    assert bm.allocate("t", P16 + [2]) == 16  # a retry works: nothing was half-done
+    bm.append("s", list(range(15)))  # fills block 1 of s
+
+
+def test_append_filling_a_block_with_a_bad_id_leaves_the_sequence_unchanged() -> None:
+    bm = BlockManager(4, 4)
+    bm.allocate("s", [1, 2])
+    before = _snapshot(bm)
+    with pytest.raises(ValueError, match=r"\[0, 1000\)|tokens"):
+        bm.append("s", [3, 2**64])
+    assert _snapshot(bm) == before and bm.read("s") == [1, 2]
+    bm.append("s", [3, 4])
+    assert bm.read("s") == [1, 2, 3, 4]
+
+
+def test_token_ids_below_a_vocabulary_size() -> None:
+    bm = BlockManager(4, 4, vocab_size=1000)
+    bm.allocate("s", np.array([1, 999]))  # numpy arrays and numpy ints are accepted
+    bm.append("s", [np.int64(5)])
+    assert bm.read("s") == [1, 999, 5] and all(type(t) is int for t in bm.read("s"))
+    with pytest.raises(ValueError, match=r"\[0, 1000\)"):
+        bm.append("s", [1000])
+    with pytest.raises(ValueError, match="tokens"):
+        bm.allocate("t", np.array([[1, 2]]))
+    with pytest.raises(ValueError, match="tokens"):
+        bm.allocate("t", np.array([1.0]))
+    with pytest.raises(ValueError, match="vocab_size"):
+        BlockManager(4, 4, vocab_size=0)
+    with pytest.raises(ValueError, match="vocab_size"):
+        BlockManager(4, 4, vocab_size=2**64)
+
+
+def test_an_empty_prompt_is_refused_and_a_sequence_never_becomes_empty() -> None:
+    # decided: a sequence always holds a token (its last one gives the next logits), so
+    # preempt/resume recompute at least one and truncate keeps at least one
+    bm = BlockManager(4, 4)
+    with pytest.raises(ValueError, match="at least one"):
+        bm.allocate("s", [])
+    with pytest.raises(ValueError, match="at least one"):
+        bm.can_allocate([])
+    assert "s" not in bm.seqs
+    bm.allocate("s", [5])
+    with pytest.raises(ValueError, match="n_tokens"):
+        bm.truncate("s", 0)
+    assert bm.append("s", []) == [] and bm.read("s") == [5]
+    assert bm.preempt("s") == 1 and bm.resume("s") == 1
+
+
+def test_truncating_a_preempted_sequence_shortens_what_resume_recomputes() -> None:
+    bm = BlockManager(8, 4)
+    bm.allocate("s", list(range(10)))
+    assert bm.preempt("s") == 10 and bm.recomputed_tokens == 0  # counted when it really runs again
+    bm.truncate("s", 6)
+    assert bm.num_tokens("s") == 6 and bm.block_table("s") == []
+    assert bm.resume("s") == 2 and bm.recomputed_tokens == 2  # block 0 cached, tokens 4-5 run
+    assert bm.read("s") == list(range(6))
+    bm.preempt("s")
+    bm.free("s")  # a preempted sequence that never resumes recomputes nothing
+    assert bm.recomputed_tokens == 2
+
+
+def test_allocate_of_a_preempted_sequence_points_to_resume() -> None:
+    bm = BlockManager(8, 4)
+    bm.allocate("s", [1, 2, 3])
+    bm.preempt("s")
+    with pytest.raises(ValueError, match="resume"):
+        bm.allocate("s", [1, 2, 3])
+    with pytest.raises(ValueError, match="preempted"):
+        bm.append("s", [4])
+    assert bm.resume("s") == 3
+
+
+def test_begin_step_takes_a_list_of_ids_not_a_string() -> None:
+    bm = BlockManager(8, 4)
+    bm.allocate("a", [1])
+    bm.allocate("b", [2])
+    bm.allocate("ab", [3])
+    with pytest.raises(ValueError, match="seq_ids"):
+        bm.begin_step("ab")  # would have read sequences "a" and "b"
+    with pytest.raises(ValueError, match="seq_id"):
+        bm.begin_step(["ab", "zz"])
+    assert bm.in_flight == {} and bm.steps_in_flight == []
+    step = bm.begin_step(["ab"])
+    assert bm.in_flight == {bm.block_table("ab")[0]: 1}
+    bm.end_step(step)
+
+
+def test_block_queries_name_the_block_id() -> None:
+    bm = BlockManager(4, 4)
+    for bad in (-1, 4, 1.5, True):
+        with pytest.raises(ValueError, match="block_id"):
+            bm.ref_count(bad)
+    assert bm.is_free(3) and bm.block_tokens(3) == () and bm.block_prefix(3) is None
+
+
+def test_can_allocate_then_allocate_looks_up_once_and_sees_changes() -> None:
+    calls = []
+
+    def counting(prev, toks):
+        calls.append(toks)
+        return chained_hash(prev, toks)
+
+    bm = BlockManager(8, 4, hash_fn=counting)
+    bm.allocate("a", list(range(9)))
+    prompt = list(range(8)) + [50]
+    calls.clear()
+    assert bm.can_allocate(prompt)
+    looked_up = len(calls)
+    assert bm.allocate("b", prompt) == 8
+    assert len(calls) == looked_up  # the check's lookup is reused
+    prompt2 = list(range(8)) + [60]
+    assert bm.can_allocate(prompt2)
+    prompt2[0] = 99  # changed after the check: the plan is redone
+    assert bm.allocate("c", prompt2) == 0
+
+
+# ---- size and speed -----------------------------------------------------------------------
+def test_ten_million_blocks_construct_in_constant_time() -> None:
+    t0 = time.perf_counter()
+    bm = BlockManager(10**7, 16)
+    assert time.perf_counter() - t0 < 0.05
+    assert bm.num_free == 10**7 and bm.num_used == 0
+    bm.allocate("s", list(range(100)))
+    assert bm.num_used == 7 and bm.is_free(10**7 - 1) and bm.ref_count(0) == 1
+    with pytest.raises(ValueError, match="num_blocks"):
+        BlockManager(2**31, 16)
+
+
+def test_free_order_is_validated_and_followed() -> None:
+    bm = BlockManager(5, 2, free_order=np.array([4, 3, 2, 1, 0]))
+    bm.allocate("s", [1, 2, 3])
+    assert bm.block_table("s") == [4, 3]
+    for bad in ([0, 0, 1, 2, 3], [0, 1, 2, 3], ["a"] * 5, [0.0, 1.0, 2.0, 3.0, 4.0]):
+        with pytest.raises(ValueError, match="free_order"):
+            BlockManager(5, 2, free_order=bad)
+
+
+def test_speculative_append_then_truncate_keeps_the_table_and_index_right() -> None:
+    bm = BlockManager(16, 4)
+    bm.allocate("s", list(range(6)))
+    for accepted in (3, 0, 5):
+        n = bm.num_tokens("s")
+        draft = [100 + n + i for i in range(5)]
+        bm.append("s", draft)
+        bm.truncate("s", n + accepted)  # rejected drafts are rolled back
+        assert bm.read("s") == list(range(6)) + [t for t in bm.read("s")[6:]]
+        assert len(bm.block_table("s")) == -(-bm.num_tokens("s") // 4)
+        assert bm.last_block_fill("s") == (bm.num_tokens("s") - 1) % 4 + 1
+    tokens = bm.read("s")
+    for i, bid in enumerate(bm.block_table("s")[: len(tokens) // 4]):
+        assert bm.block_prefix(bid) == tuple(tokens[: (i + 1) * 4])
+
+
+def test_scenarios_refuse_empty_sequences_by_name() -> None:
+    from inferlab.paging_scenarios import fork_branches, shared_prefix_batch
+
+    assert fork_branches(3, 0, 5, 4).used_blocks == 6  # no prefix: nothing shared
+    assert fork_branches(3, 0, 0, 4).used_blocks == 0
+    with pytest.raises(ValueError, match="prompts"):
+        decode_with_preemption(8, 4, {"a": []}, 2)
+    with pytest.raises(ValueError, match="prompt_tokens"):
+        shared_prefix_batch(2, 0, 0, 2, num_blocks=8)

@@ -5,69 +5,67 @@ sequence's *block table* maps logical block i (token positions i*p ... i*p+p-1) 
 physical block. Blocks are shared by reference counting:
 
 * ``fork`` gives a child every block of its parent (refcount + 1 each);
-* a full block is also shared *by content*: its chained hash (hash of the previous block's
-  hash and its own tokens) is looked up when a sequence is admitted, and a hit is verified
-  against the tokens stored in the block *and* against the exact physical block it was
-  chained after, so a hash collision can never alias two contexts. This is deliberately
-  stricter than vLLM, which trusts the chain hash alone: when two physical copies of the
-  same prefix block exist, a block registered after one copy is not found through the other
-  (a lost hit, never a wrong one);
+* a block is also shared *by content*: every block that becomes full, at admission or by
+  decode, is registered in a ``BlockIndex`` under its tokens and its exact prefix; admission
+  looks up its leading full blocks there. A hit is verified against the block's tokens and
+  its predecessor's node (by induction, the whole prefix), so a hash collision never aliases
+  two contexts; when several physical copies of a block exist, a live one is taken first;
 * like vLLM and SGLang, at least the last prompt token is always computed (its logits give
   the first output token), so a hit is capped at ``(len(tokens) - 1) // block_size`` blocks:
   a prompt that is entirely cached still recomputes its last block;
 * writing into a shared, partially filled tail copies it first (copy-on-write); a submitted
   step that reads a block counts as one more reader, so a rolled-back slot it reads is never
-  overwritten in place while the step is in flight;
+  overwritten in place while the step is in flight. A write drops whatever the block held
+  after the written slot (a rolled-back full block leaves the index);
 * a block whose last reference is dropped while an in-flight step still reads it is
   *draining*: it returns to the free pool only when that step completes.
 
-Freed blocks keep their tokens and hash until they are reused (oldest freed first), so a
-sequence admitted again after preemption finds its full prefix blocks still cached.
+Freed blocks keep their tokens and registration until they are reused (never-used blocks
+first, then the oldest freed), so a sequence admitted again after preemption finds its full
+blocks still cached.
 
-Block states: free (in the free list, refcount 0, not read by a step), referenced
-(refcount > 0) or draining (refcount 0, read by an in-flight step). free + used = total,
-where used = referenced + draining.
+Block states: free (refcount 0, not read by a step), referenced (refcount > 0) or draining
+(refcount 0, read by an in-flight step). free + used = total, where used = referenced +
+draining. Every sequence holds at least one token.
+
+Size limit: ``num_blocks`` up to 2**31 - 1 (block ids fit int32, as in vLLM's block tables).
+Construction takes constant time and memory (O(num_blocks) only with ``free_order``);
+memory grows with the blocks actually used. ``state()`` is O(num_blocks): it is for figures.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ._validate import non_negative_int, positive_int
+from .block_index import BlockIndex, HashFn, PrefixNode, chained_hash
+from .token_ids import TOKEN_ID_LIMIT, token_ids
 
-HashFn = Callable[[int | None, tuple[int, ...]], int]
+__all__ = ["MAX_BLOCKS", "BlockManager", "HashFn", "OutOfBlocks", "PoolState", "SeqState", "chained_hash"]
+
+MAX_BLOCKS = 2**31 - 1
 
 
 class OutOfBlocks(RuntimeError):
     """Raised when an operation needs more free blocks than the pool has (check ``can_*`` first)."""
 
 
-def chained_hash(prev_hash: int | None, tokens: tuple[int, ...]) -> int:
-    """64-bit hash of a full block's tokens chained to its predecessor's hash (None for block 0)."""
-    h = hashlib.blake2b(b"root" if prev_hash is None else prev_hash.to_bytes(8, "little"), digest_size=8)
-    h.update(np.asarray(tokens, dtype=np.int64).tobytes())
-    return int.from_bytes(h.digest(), "little")
+class _Block:
+    """A physical block that has been used: refcount, the tokens whose KV it holds, its index node."""
+
+    __slots__ = ("ref", "tokens", "node")
+
+    def __init__(self) -> None:
+        self.ref = 1
+        self.tokens: list[int] = []
+        self.node: PrefixNode | None = None
 
 
-@dataclass
-class Block:
-    """One physical block: the tokens whose KV it stores, its refcount and content hash."""
-
-    block_id: int
-    ref_count: int = 0
-    tokens: list[int] = field(default_factory=list)
-    hash: int | None = None  # set only while the block is full and registered for sharing
-    parent: tuple[int, int] | None = None  # (block id, generation) of the predecessor it was hashed after
-    generation: int = 0  # bumped whenever the block's content is replaced
-    context: int | None = None  # chained_hash of every token before the block's first slot (None: none)
-
-
-@dataclass
+@dataclass(slots=True)
 class SeqState:
     """A sequence's tokens (its KV, in order) and its block table; empty table when preempted."""
 
@@ -87,6 +85,10 @@ class PoolState:
     contents: tuple[tuple[int, ...], ...]
     free: frozenset[int]
     draining: frozenset[int]
+
+    def __post_init__(self) -> None:
+        if len(self.contents) != len(self.ref_counts) or self.free & self.draining:
+            raise ValueError("a PoolState needs one content per block and disjoint free and draining sets")
 
     @property
     def num_blocks(self) -> int:
@@ -108,39 +110,75 @@ class BlockManager:
     """Allocator of ``num_blocks`` KV blocks of ``block_size`` tokens, shared by reference counts."""
 
     def __init__(self, num_blocks: int, block_size: int = 16, prefix_caching: bool = True,
-                 hash_fn: HashFn = chained_hash, free_order: Sequence[int] | None = None) -> None:
+                 hash_fn: HashFn = chained_hash, free_order: Sequence[int] | None = None,
+                 vocab_size: int | None = None) -> None:
         self.num_blocks = positive_int("num_blocks", num_blocks)
+        if self.num_blocks > MAX_BLOCKS:
+            raise ValueError(f"num_blocks must be at most {MAX_BLOCKS} (int32 block ids), got {num_blocks}")
         self.block_size = positive_int("block_size", block_size)
+        self.vocab_size = TOKEN_ID_LIMIT if vocab_size is None else positive_int("vocab_size", vocab_size)
+        if self.vocab_size > TOKEN_ID_LIMIT:
+            raise ValueError(f"vocab_size must be at most 2**63, got {vocab_size}")
         self.prefix_caching = bool(prefix_caching)
-        self.hash_fn = hash_fn
-        self.blocks = [Block(i) for i in range(num_blocks)]
-        order = list(range(num_blocks)) if free_order is None else [int(b) for b in free_order]
-        if sorted(order) != list(range(num_blocks)):
-            raise ValueError("free_order must be a permutation of range(num_blocks)")
-        self.free_ids: OrderedDict[int, None] = OrderedDict.fromkeys(order)  # taken from the front
-        self.hash_to_block: dict[int, int] = {}
+        self._index = BlockIndex(hash_fn)
+        self._order = None if free_order is None else _permutation(free_order, self.num_blocks)
+        self._fresh = 0  # blocks _order[_fresh:] (or range(_fresh, n)) were never used
+        self._freed: OrderedDict[int, None] = OrderedDict()  # used blocks now free, oldest first
+        self._blocks: dict[int, _Block] = {}  # every block ever used
         self.seqs: dict[Hashable, SeqState] = {}
         self.in_flight: dict[int, int] = {}  # block id -> number of in-flight steps reading it
         self._steps: dict[int, list[int]] = {}
         self._next_step = 0
-        self.recomputed_tokens = 0  # tokens that preempted sequences must run again on resume
-        self.cached_tokens_total = 0  # tokens found by content hash at admission
+        self._version = 0  # bumped by every change of the pool; keys the admission plan below
+        self._plan_memo: tuple | None = None
+        self.recomputed_tokens = 0  # tokens that resumed sequences ran again
+        self.cached_tokens_total = 0  # tokens found by content at admission and resumption
+
+    @property
+    def hash_fn(self) -> HashFn:
+        """The chained block hash of the content index."""
+        return self._index.hash_fn
 
     # ---- queries ----------------------------------------------------------------------
     @property
     def num_free(self) -> int:
         """Blocks in the free pool."""
-        return len(self.free_ids)
+        return self.num_blocks - self._fresh + len(self._freed)
 
     @property
     def num_used(self) -> int:
         """Blocks referenced by a table or still read by an in-flight step."""
-        return self.num_blocks - len(self.free_ids)
+        return self._fresh - len(self._freed)
 
     @property
     def num_draining(self) -> int:
         """Blocks with no reference that wait for an in-flight step to finish."""
-        return sum(1 for b in self.blocks if b.ref_count == 0 and b.block_id not in self.free_ids)
+        return sum(1 for b in self.in_flight if self._blocks[b].ref == 0)
+
+    @property
+    def num_indexed(self) -> int:
+        """Distinct (prefix, block content) entries in the content index."""
+        return len(self._index)
+
+    def ref_count(self, block_id: int) -> int:
+        """Block-table entries pointing at ``block_id``."""
+        blk = self._blocks.get(self._block_id(block_id))
+        return 0 if blk is None else blk.ref
+
+    def is_free(self, block_id: int) -> bool:
+        """Whether ``block_id`` is in the free pool."""
+        bid = self._block_id(block_id)
+        return bid not in self._blocks or bid in self._freed
+
+    def block_tokens(self, block_id: int) -> tuple[int, ...]:
+        """Token ids whose KV ``block_id`` holds (kept after it is freed, until it is reused)."""
+        blk = self._blocks.get(self._block_id(block_id))
+        return () if blk is None else tuple(blk.tokens)
+
+    def block_prefix(self, block_id: int) -> tuple[int, ...] | None:
+        """The whole token prefix a registered full block was computed after and holds; None if unregistered."""
+        blk = self._blocks.get(self._block_id(block_id))
+        return None if blk is None or blk.node is None else blk.node.prefix()
 
     def block_table(self, seq_id: Hashable) -> list[int]:
         """Physical block ids of ``seq_id``, logical block 0 first."""
@@ -151,8 +189,8 @@ class BlockManager:
         return len(self._seq(seq_id).tokens)
 
     def last_block_fill(self, seq_id: Hashable) -> int:
-        """Filled slots of the sequence's last block (block_size when it is full, 0 when empty)."""
-        n = self.num_tokens(seq_id)
+        """Filled slots of the sequence's last block (block_size when it is full)."""
+        n = len(self._seq(seq_id).tokens)
         return 0 if n == 0 else (n - 1) % self.block_size + 1
 
     def read(self, seq_id: Hashable) -> list[int]:
@@ -161,28 +199,21 @@ class BlockManager:
         n, p = len(seq.tokens), self.block_size
         out: list[int] = []
         for i, bid in enumerate(seq.block_table):
-            out.extend(self.blocks[bid].tokens[: min(p, n - i * p)])
+            out += self._blocks[bid].tokens[: min(p, n - i * p)]
         return out
 
     def blocks_needed(self, tokens: Sequence[int]) -> int:
         """Free blocks that admitting ``tokens`` would take (cached blocks already in use cost none)."""
-        tokens = self._tokens(tokens)
-        hits = self._match(tokens)
-        in_use = sum(1 for bid in hits if self.blocks[bid].ref_count > 0 or bid not in self.free_ids)
-        return -(-len(tokens) // self.block_size) - in_use
+        return self._plan(tokens)[3]
 
     def can_allocate(self, tokens: Sequence[int]) -> bool:
-        """Whether ``tokens`` can be admitted now."""
-        return self.blocks_needed(tokens) <= self.num_free
+        """Whether ``tokens`` can be admitted now (``allocate`` right after reuses this lookup)."""
+        return self._plan(tokens)[3] <= self.num_free
 
     def append_blocks_needed(self, seq_id: Hashable, n_tokens: int = 1) -> int:
         """Free blocks that appending ``n_tokens`` to ``seq_id`` would take (new blocks + a copy-on-write)."""
         non_negative_int("n_tokens", n_tokens)
-        seq = self._seq(seq_id)
-        n, p = len(seq.tokens), self.block_size
-        new = -(-(n + n_tokens) // p) - len(seq.block_table)
-        cow = n_tokens > 0 and n % p != 0 and self._must_copy(seq.block_table[-1], n % p)
-        return new + int(cow)
+        return self._append_need(self._seq(seq_id), n_tokens)
 
     def can_append(self, seq_id: Hashable, n_tokens: int = 1) -> bool:
         """Whether ``n_tokens`` can be appended to ``seq_id`` now."""
@@ -190,46 +221,47 @@ class BlockManager:
 
     def state(self) -> PoolState:
         """A frozen copy of the pool for drawing and comparing: tables, refcounts, contents, states."""
+        blocks, n = self._blocks, self.num_blocks
+        draining = frozenset(b for b in self.in_flight if blocks[b].ref == 0)
         return PoolState(
             block_size=self.block_size,
             tables={s: tuple(q.block_table) for s, q in self.seqs.items()},
             lengths={s: len(q.tokens) for s, q in self.seqs.items()},
-            ref_counts=tuple(b.ref_count for b in self.blocks),
-            contents=tuple(tuple(b.tokens) for b in self.blocks),
-            free=frozenset(self.free_ids),
-            draining=frozenset(b.block_id for b in self.blocks if b.ref_count == 0 and b.block_id not in self.free_ids),
+            ref_counts=tuple(blocks[b].ref if b in blocks else 0 for b in range(n)),
+            contents=tuple(tuple(blocks[b].tokens) if b in blocks else () for b in range(n)),
+            free=frozenset(b for b in range(n) if b not in blocks or b in self._freed),
+            draining=draining,
         )
 
     # ---- admission, growth, sharing --------------------------------------------------
     def allocate(self, seq_id: Hashable, tokens: Sequence[int]) -> int:
-        """Admit ``seq_id`` holding ``tokens``; return how many leading tokens were found cached (no prefill)."""
-        if seq_id in self.seqs and not self.seqs[seq_id].preempted:
+        """Admit ``seq_id`` holding ``tokens`` (at least one); return how many leading tokens were cached."""
+        old = self.seqs.get(seq_id)
+        if old is not None and not old.preempted:
             raise ValueError(f"seq_id {seq_id!r} is already allocated")
-        tokens = self._tokens(tokens)
-        if not self.can_allocate(tokens):
-            raise OutOfBlocks(f"{seq_id!r} needs {self.blocks_needed(tokens)} blocks, {self.num_free} free")
-        hits = self._match(tokens)
-        table = []
-        for bid in hits:
-            self._ref(bid)
-            table.append(bid)
-        seq = SeqState(tokens=tokens[: len(hits) * self.block_size], block_table=table)
+        if old is not None:
+            raise ValueError(f"seq_id {seq_id!r} is preempted; use resume")
+        seq = SeqState(tokens=[])
+        cached = self._admit(seq_id, seq, tokens)
         self.seqs[seq_id] = seq
-        self._write(seq, tokens[len(hits) * self.block_size:])
-        cached = len(hits) * self.block_size
-        self.cached_tokens_total += cached
         return cached
 
     def append(self, seq_id: Hashable, tokens: Sequence[int]) -> list[tuple[int, int]]:
         """Append ``tokens`` to ``seq_id`` (new blocks on demand); return the (src, dst) block copies made."""
         seq = self._seq(seq_id)
         if seq.preempted:
-            raise ValueError(f"seq_id {seq_id!r} is preempted; allocate it again first")
-        tokens = self._tokens(tokens)
-        if not self.can_append(seq_id, len(tokens)):
-            raise OutOfBlocks(f"{seq_id!r} needs {self.append_blocks_needed(seq_id, len(tokens))} blocks, "
-                              f"{self.num_free} free")
-        return self._write(seq, tokens)
+            raise ValueError(f"seq_id {seq_id!r} is preempted; resume it first")
+        if type(tokens) is list and len(tokens) == 1 and type(tokens[0]) is int and 0 <= tokens[0] < self.vocab_size:
+            toks = [tokens[0]]  # the decode step: one token, checked without the general path
+        else:
+            toks = token_ids(tokens, limit=self.vocab_size)
+            if not toks:
+                return []
+        need = self._append_need(seq, len(toks))
+        if need > self.num_free:
+            raise OutOfBlocks(f"{seq_id!r} needs {need} blocks, {self.num_free} free")
+        self._version += 1
+        return self._write(seq, toks)
 
     def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
         """Give ``child_id`` the parent's tokens and every one of its blocks (no copy until a write)."""
@@ -238,18 +270,26 @@ class BlockManager:
             raise ValueError(f"parent_id {parent_id!r} is preempted")
         if child_id in self.seqs:
             raise ValueError(f"child_id {child_id!r} already exists")
+        self._version += 1
+        blocks = self._blocks
         for bid in parent.block_table:
-            self._ref(bid)
+            blocks[bid].ref += 1
         self.seqs[child_id] = SeqState(tokens=list(parent.tokens), block_table=list(parent.block_table))
 
     def truncate(self, seq_id: Hashable, n_tokens: int) -> None:
-        """Keep the first ``n_tokens`` of ``seq_id`` (roll back rejected tokens), releasing emptied blocks."""
+        """Keep the first ``n_tokens`` (>= 1) of ``seq_id`` (roll back rejected tokens), releasing emptied blocks.
+
+        The kept blocks keep their KV: a full block cut back stays in the index until a write
+        into it replaces its content. A preempted sequence is shortened too (its resume
+        recomputes only what is left).
+        """
         seq = self._seq(seq_id)
-        non_negative_int("n_tokens", n_tokens)
+        positive_int("n_tokens", n_tokens)
         if n_tokens > len(seq.tokens):
             raise ValueError(f"n_tokens ({n_tokens}) must not exceed the sequence length ({len(seq.tokens)})")
+        self._version += 1
         keep = -(-n_tokens // self.block_size)
-        for bid in seq.block_table[keep:]:
+        for bid in reversed(seq.block_table[keep:]):
             self._unref(bid)
         del seq.block_table[keep:]
         del seq.tokens[n_tokens:]
@@ -257,20 +297,21 @@ class BlockManager:
     def free(self, seq_id: Hashable) -> None:
         """Drop ``seq_id`` and its references; blocks read by an in-flight step return when it completes."""
         seq = self._seq(seq_id)
+        self._version += 1
         for bid in reversed(seq.block_table):  # tail first: it is the least likely to be reused
             self._unref(bid)
         del self.seqs[seq_id]
 
     def preempt(self, seq_id: Hashable) -> int:
-        """Evict ``seq_id``'s blocks (recompute policy); return the tokens it must run again on resume."""
+        """Evict ``seq_id``'s blocks (recompute policy); return the tokens it holds (its blocks stay cached)."""
         seq = self._seq(seq_id)
         if seq.preempted:
             raise ValueError(f"seq_id {seq_id!r} is already preempted")
+        self._version += 1
         for bid in reversed(seq.block_table):
             self._unref(bid)
         seq.block_table = []
         seq.preempted = True
-        self.recomputed_tokens += len(seq.tokens)
         return len(seq.tokens)
 
     def resume(self, seq_id: Hashable) -> int:
@@ -278,14 +319,18 @@ class BlockManager:
         seq = self._seq(seq_id)
         if not seq.preempted:
             raise ValueError(f"seq_id {seq_id!r} is not preempted")
-        cached = self.allocate(seq_id, seq.tokens)
-        self.recomputed_tokens -= cached
-        return len(self.seqs[seq_id].tokens) - cached
+        cached = self._admit(seq_id, seq, seq.tokens)
+        recompute = len(seq.tokens) - cached
+        self.recomputed_tokens += recompute
+        return recompute
 
     # ---- in-flight steps -------------------------------------------------------------
-    def begin_step(self, seq_ids: Sequence[Hashable]) -> int:
-        """Mark the blocks of ``seq_ids`` as read by a submitted accelerator step; return its id."""
-        bids = [bid for s in seq_ids for bid in self._seq(s).block_table]
+    def begin_step(self, seq_ids: Iterable[Hashable]) -> int:
+        """Mark the blocks of ``seq_ids`` (a list of ids, not a str) as read by a submitted step; return its id."""
+        if isinstance(seq_ids, (str, bytes)) or not isinstance(seq_ids, Iterable):
+            raise ValueError(f"seq_ids must be a list of sequence ids, got {seq_ids!r}")
+        bids = [bid for s in list(seq_ids) for bid in self._seq(s).block_table]
+        self._version += 1
         for bid in bids:
             self.in_flight[bid] = self.in_flight.get(bid, 0) + 1
         step = self._next_step
@@ -297,13 +342,14 @@ class BlockManager:
         """Complete a step; return how many draining blocks went back to the free pool."""
         if step_id not in self._steps:
             raise ValueError(f"step_id {step_id!r} is not in flight")
+        self._version += 1
         returned = 0
         for bid in self._steps.pop(step_id):
             self.in_flight[bid] -= 1
             if self.in_flight[bid] == 0:
                 del self.in_flight[bid]
-                if self.blocks[bid].ref_count == 0:
-                    self.free_ids[bid] = None
+                if self._blocks[bid].ref == 0:
+                    self._freed[bid] = None
                     returned += 1
         return returned
 
@@ -314,117 +360,167 @@ class BlockManager:
 
     # ---- internals -------------------------------------------------------------------
     def _seq(self, seq_id: Hashable) -> SeqState:
-        if seq_id not in self.seqs:
+        seq = self.seqs.get(seq_id)
+        if seq is None:
             raise ValueError(f"seq_id {seq_id!r} is not allocated")
-        return self.seqs[seq_id]
+        return seq
 
-    @staticmethod
-    def _tokens(tokens: Sequence[int]) -> list[int]:
-        """``tokens`` as a list of non-negative ints (ValueError naming ``tokens`` otherwise)."""
-        out = []
-        for t in tokens:
-            if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
-                raise ValueError(f"tokens must be non-negative integer token ids, got {t!r}")
-            out.append(int(t))
-        return out
+    def _block_id(self, block_id: int) -> int:
+        if not 0 <= non_negative_int("block_id", block_id) < self.num_blocks:
+            raise ValueError(f"block_id must lie in [0, {self.num_blocks}), got {block_id!r}")
+        return int(block_id)
+
+    def _plan(self, tokens: Sequence[int]) -> tuple[list[int], list[int], PrefixNode, int]:
+        """Validated tokens, cached blocks to share, the last matched node, free blocks needed.
+
+        Remembered for the same, unchanged list until the pool changes, so ``can_allocate``
+        followed by ``allocate`` validates and looks up once.
+        """
+        memo = self._plan_memo
+        if memo is not None and memo[0] == self._version and memo[1] is tokens and memo[2] == tokens:
+            return memo[2:]
+        toks = token_ids(tokens, limit=self.vocab_size, allow_empty=False)
+        hits, node = self._match(toks)
+        freed = self._freed
+        need = -(-len(toks) // self.block_size) - sum(1 for b in hits if b not in freed)
+        if type(tokens) is list:
+            self._plan_memo = (self._version, tokens, toks, hits, node, need)
+        return toks, hits, node, need
+
+    def _match(self, toks: list[int]) -> tuple[list[int], PrefixNode]:
+        """Blocks holding the leading full blocks of ``toks`` after exactly its prefix, live copies first.
+
+        Stops one token short of the end (``(len - 1) // block_size`` blocks at most), as in
+        vLLM's ``get_computed_blocks``: the last prompt token must run for the first output's logits.
+        """
+        node = self._index.root
+        hits: list[int] = []
+        if not self.prefix_caching:
+            return hits, node
+        p, hash_fn, buckets, freed = self.block_size, self._index.hash_fn, self._index.buckets, self._freed
+        for i in range(0, (len(toks) - 1) // p * p, p):
+            chunk = tuple(toks[i:i + p])
+            for cand in buckets.get(hash_fn(node.hash, chunk), ()):
+                if cand.parent is node and cand.tokens == chunk:
+                    break
+            else:
+                break
+            if not cand.carriers:
+                break  # the content is known but no block holds it any more
+            best = -1
+            for bid in cand.carriers:
+                if bid not in freed:
+                    best = bid  # a live (or draining) copy costs no free block
+                    break
+            hits.append(next(iter(cand.carriers)) if best < 0 else best)
+            node = cand
+        return hits, node
+
+    def _admit(self, seq_id: Hashable, seq: SeqState, tokens: Sequence[int]) -> int:
+        """Give ``seq`` the cached blocks of ``tokens`` and write the rest; return the cached tokens."""
+        toks, hits, node, need = self._plan(tokens)
+        if need > self.num_free:
+            raise OutOfBlocks(f"{seq_id!r} needs {need} blocks, {self.num_free} free")
+        self._version += 1
+        blocks, freed, table = self._blocks, self._freed, []
+        for bid in hits:
+            if bid in freed:
+                del freed[bid]
+            blocks[bid].ref += 1
+            table.append(bid)
+        p, cached = self.block_size, len(hits) * self.block_size
+        index = self._index if self.prefix_caching else None
+        for i in range(cached, len(toks), p):
+            bid = self._take()
+            blk = blocks[bid]
+            blk.tokens = toks[i:i + p]
+            table.append(bid)
+            if index is not None and len(blk.tokens) == p:
+                node = blk.node = index.add(bid, node, tuple(blk.tokens))
+        seq.tokens, seq.block_table, seq.preempted = toks, table, False
+        self.cached_tokens_total += cached
+        return cached
+
+    def _append_need(self, seq: SeqState, n_tokens: int) -> int:
+        n, p = len(seq.tokens), self.block_size
+        new = -(-(n + n_tokens) // p) - len(seq.block_table)
+        fill = n % p
+        return new + (1 if n_tokens and fill and self._must_copy(seq.block_table[-1], fill) else 0)
 
     def _must_copy(self, bid: int, fill: int) -> bool:
         """Whether writing slot ``fill`` of block ``bid`` needs a copy: another table or an in-flight step reads it."""
-        block = self.blocks[bid]
-        return block.ref_count > 1 or (bid in self.in_flight and len(block.tokens) > fill)
+        blk = self._blocks[bid]
+        return blk.ref > 1 or (bid in self.in_flight and len(blk.tokens) > fill)
 
-    def _match(self, tokens: Sequence[int]) -> list[int]:
-        """Cached blocks for the leading full blocks of ``tokens``, verified token by token and by parent.
-
-        The match stops one token short of the end (``(len(tokens) - 1) // block_size`` blocks
-        at most), as in vLLM's ``get_computed_blocks``: the last prompt token must run to give
-        the logits of the first output token.
-        """
-        if not self.prefix_caching:
-            return []
-        p, prev, hits = self.block_size, None, []
-        for i in range(max(len(tokens) - 1, 0) // p):
-            chunk = tuple(int(t) for t in tokens[i * p:(i + 1) * p])
-            prev = self.hash_fn(prev, chunk)
-            bid = self.hash_to_block.get(prev)
-            parent = (hits[-1], self.blocks[hits[-1]].generation) if hits else None
-            block = self.blocks[bid] if bid is not None else None
-            if block is None or block.hash != prev or block.parent != parent or tuple(block.tokens) != chunk:
-                break  # a collision or a stale entry: the stored tokens and chain are the truth
-            hits.append(bid)
-        return hits
-
-    def _ref(self, bid: int) -> None:
-        block = self.blocks[bid]
-        if block.ref_count == 0:
-            self.free_ids.pop(bid, None)  # a cached free block comes back into use
-        block.ref_count += 1
-
-    def _unref(self, bid: int) -> None:
-        block = self.blocks[bid]
-        if block.ref_count <= 0:
-            raise RuntimeError(f"double free of block {bid}")
-        block.ref_count -= 1
-        if block.ref_count == 0 and bid not in self.in_flight:
-            self.free_ids[bid] = None
-
-    def _take_free(self, context: int | None) -> int:
-        bid, _ = self.free_ids.popitem(last=False)
-        block = self.blocks[bid]
-        self._unregister(block)
-        block.tokens, block.parent, block.generation = [], None, block.generation + 1
-        block.ref_count, block.context = 1, context
+    def _take(self) -> int:
+        """A free block, referenced once and empty: never-used blocks first, then the oldest freed."""
+        if self._fresh < self.num_blocks:
+            bid = self._fresh if self._order is None else int(self._order[self._fresh])
+            self._fresh += 1
+            self._blocks[bid] = _Block()
+            return bid
+        bid, _ = self._freed.popitem(last=False)
+        blk = self._blocks[bid]
+        if blk.node is not None:
+            self._index.remove(bid, blk.node)
+            blk.node = None
+        blk.ref, blk.tokens = 1, []
         return bid
 
-    def _unregister(self, block: Block) -> None:
-        if block.hash is not None and self.hash_to_block.get(block.hash) == block.block_id:
-            del self.hash_to_block[block.hash]
-        block.hash = None
+    def _unref(self, bid: int) -> None:
+        blk = self._blocks[bid]
+        if blk.ref <= 0:
+            raise RuntimeError(f"double free of block {bid}")
+        blk.ref -= 1
+        if blk.ref == 0 and bid not in self.in_flight:
+            self._freed[bid] = None
 
-    def _write(self, seq: SeqState, tokens: list[int]) -> list[tuple[int, int]]:
-        """Write ``tokens`` after the sequence's last token: copy a shared tail, fill, open new blocks."""
-        p, copies = self.block_size, []
-        for t in tokens:
-            n = len(seq.tokens)
-            if n % p == 0:
-                if seq.block_table:
-                    last = self.blocks[seq.block_table[-1]]
-                    context = chained_hash(last.context, tuple(seq.tokens[n - p:n]))
-                else:
-                    context = None
-                seq.block_table.append(self._take_free(context))
-            else:
-                block = self.blocks[seq.block_table[-1]]
-                fill = n % p
-                if self._must_copy(block.block_id, fill):  # copy-on-write: a table or a step still reads it
-                    new = self._take_free(block.context)
-                    self.blocks[new].tokens = block.tokens[:fill]
-                    self._unref(block.block_id)
-                    seq.block_table[-1] = new
-                    copies.append((block.block_id, new))
-                elif len(block.tokens) > fill or block.hash is not None:  # rolled back: overwrite in place
-                    self._unregister(block)
-                    del block.tokens[fill:]
-                    block.parent, block.generation = None, block.generation + 1
-            block = self.blocks[seq.block_table[-1]]
-            block.tokens.append(t)
-            seq.tokens.append(t)
-            if len(seq.tokens) % p == 0 and self.prefix_caching:
-                self._register(seq, len(seq.block_table) - 1)
+    def _write(self, seq: SeqState, toks: list[int]) -> list[tuple[int, int]]:
+        """Write ``toks`` after the sequence's last token: copy a shared tail, fill it, open new blocks."""
+        p, table, blocks, copies = self.block_size, seq.block_table, self._blocks, []
+        index = self._index if self.prefix_caching else None
+        n, k = len(seq.tokens), len(toks)
+        fill, i = n % p, 0
+        if fill:
+            bid = table[-1]
+            blk = blocks[bid]
+            if self._must_copy(bid, fill):  # copy-on-write: a table or a step still reads it
+                new = self._take()
+                blocks[new].tokens = blk.tokens[:fill]
+                self._unref(bid)
+                table[-1] = new
+                copies.append((bid, new))
+                bid, blk = new, blocks[new]
+            elif len(blk.tokens) > fill:  # rolled back: the write replaces what followed
+                if blk.node is not None:
+                    self._index.remove(bid, blk.node)
+                    blk.node = None
+                del blk.tokens[fill:]
+            i = min(p - fill, k)
+            blk.tokens += toks[:i]
+            if index is not None and fill + i == p:
+                self._register(blk, bid, len(table) - 1, table)
+        while i < k:
+            bid = self._take()
+            blk = blocks[bid]
+            blk.tokens = toks[i:i + p]
+            table.append(bid)
+            if index is not None and len(blk.tokens) == p:
+                self._register(blk, bid, len(table) - 1, table)
+            i += p
+        seq.tokens += toks
         return copies
 
-    def _register(self, seq: SeqState, index: int) -> None:
-        """Give the full block at logical ``index`` its chained hash so later sequences can share it."""
-        p = self.block_size
-        before = self.blocks[seq.block_table[index - 1]] if index else None
-        if before is not None and before.hash is None:  # predecessor not registered: cannot chain
-            return
-        prev = self.hash_fn(before.hash if before else None, tuple(seq.tokens[index * p:(index + 1) * p]))
-        block = self.blocks[seq.block_table[index]]
-        if block.hash == prev:
-            return
-        self._unregister(block)
-        block.hash = prev
-        block.parent = (before.block_id, before.generation) if before else None
-        self.hash_to_block.setdefault(prev, block.block_id)
+    def _register(self, blk: _Block, bid: int, pos: int, table: list[int]) -> None:
+        """Index the block that just became full at logical ``pos``, after its predecessor's node."""
+        parent = self._blocks[table[pos - 1]].node if pos else self._index.root
+        if parent is not None:  # an unregistered predecessor (caching switched off) cannot chain
+            blk.node = self._index.add(bid, parent, tuple(blk.tokens))
 
+
+def _permutation(order: Sequence[int], n: int) -> np.ndarray:
+    """``order`` as an int64 array if it is a permutation of range(n)."""
+    arr = np.asarray(order)
+    if arr.shape != (n,) or arr.dtype.kind not in "iu" or not np.array_equal(np.sort(arr), np.arange(n)):
+        raise ValueError("free_order must be a permutation of range(num_blocks)")
+    return arr.astype(np.int64)

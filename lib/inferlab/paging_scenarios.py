@@ -75,6 +75,8 @@ def decode_with_preemption(num_blocks: int, block_size: int, prompts: dict[Hasha
     if not prompts:
         raise ValueError("prompts must not be empty")
     for name, prompt in prompts.items():  # each sequence must at least fit alone, or nothing can finish
+        if len(prompt) == 0:
+            raise ValueError(f"prompts must not be empty, got an empty prompt for {name!r}")
         need = blocks_for(kv_tokens(len(prompt), output_tokens), block_size)
         if need > num_blocks:
             raise ValueError(f"num_blocks ({num_blocks}) is too small: sequence {name!r} alone needs {need} blocks")
@@ -135,11 +137,17 @@ def fork_branches(branches: int, prefix_tokens: int, private_tokens: int, block_
     non_negative_int("private_tokens", private_tokens)
     need = blocks_for(prefix_tokens, block_size) + branches * (blocks_for(private_tokens, block_size) + 2)
     bm = BlockManager(need, block_size, prefix_caching=False)  # forks share blocks; no content lookup needed
+    private = [[10**7 * (i + 1) + t for t in range(private_tokens)] for i in range(branches)]
+    if prefix_tokens == 0:  # nothing to fork from: each branch holds its own tokens (a sequence is never empty)
+        for i in range(branches):
+            if private[i]:
+                bm.allocate(i, private[i])
+        return bm.state()
     bm.allocate(0, list(range(prefix_tokens)))
     for i in range(1, branches):
         bm.fork(0, i)
     for i in range(branches):
-        bm.append(i, [10**7 * (i + 1) + t for t in range(private_tokens)])
+        bm.append(i, private[i])
     return bm.state()
 
 
@@ -151,6 +159,7 @@ def shared_prefix_batch(n_requests: int, prefix_tokens: int, prompt_tokens: int,
     ``output_tokens - 1`` tokens (the last output is never written back), in a pool of ``num_blocks``.
     """
     positive_int("n_requests", n_requests)
+    positive_int("prompt_tokens", prompt_tokens)
     non_negative_int("prefix_tokens", prefix_tokens)
     if prefix_tokens > prompt_tokens:
         raise ValueError(f"prefix_tokens ({prefix_tokens}) must not exceed prompt_tokens ({prompt_tokens})")
