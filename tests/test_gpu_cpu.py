@@ -131,6 +131,11 @@ def test_random_decoder_has_the_specs_parameters(torch) -> None:
     assert kc.shape == (2, 5, 4, 2, 16)
     logits = td.decode(torch.tensor([1]), torch.tensor([[3]]), torch.tensor([1]), *td.new_cache(5, 4))
     assert logits.shape == (1, TINY.vocab_size) and torch.isfinite(logits).all()
+    # contexts that fill their blocks: the unmasked path gives the masked path's logits
+    kc, vc = td.new_cache(6, 4)
+    kc.normal_(), vc.normal_()
+    args = (torch.tensor([1, 2]), torch.tensor([[3, 0], [5, 1]]), torch.tensor([8, 8]), kc, vc)
+    torch.testing.assert_close(td.decode(*args, full_blocks=True), td.decode(*args))
 
 
 def test_torch_paged_attention_equals_numpy_kernel(torch) -> None:
@@ -185,11 +190,19 @@ def test_prefetch_pipeline_gives_the_resident_result(torch, layers: int, buffers
         prefetch_forward(x, host, 0)
 
 
-def test_every_experiment_runs_on_the_cpu_and_records(torch, tmp_path) -> None:
+@pytest.fixture(scope="module")
+def tiny_records(torch, tmp_path_factory):
+    """Every experiment run once at tiny size on the CPU (peaks of the H200 for the efficiency columns)."""
     from inferlab import gpu
 
-    for name in EXPERIMENTS:
-        rows, path = gpu.run(name, "tiny", device="cpu", card="h200", out_dir=tmp_path, progress=False)
+    out = tmp_path_factory.mktemp("measured")
+    runs = {name: gpu.run(name, "tiny", device="cpu", card="h200", out_dir=out, progress=False) for name in EXPERIMENTS}
+    return out, runs
+
+
+def test_every_experiment_runs_on_the_cpu_and_records(torch, tiny_records) -> None:
+    tmp_path, runs = tiny_records
+    for name, (rows, path) in runs.items():
         assert len(rows) >= 2 and path == tmp_path / "cpu" / f"{name}.csv"
         back = pd.read_csv(path)
         assert {"gpu", "driver", "torch", "date", "peak_hbm_bandwidth_Bps", "peak_bf16_flops"} <= set(back.columns)
@@ -240,3 +253,45 @@ def test_unknown_inputs_are_rejected(torch) -> None:
         gdev.device_info("cpu", card="tpu")
     with pytest.raises(ValueError, match="model must be one of"):
         gpu.run("decode_step", "tiny", device="cpu", model="gpt-5", write=False)
+
+
+# ---- GPU cells ------------------------------------------------------------------------------------
+CELL_CALLS = [("decode_step", None), ("decode_step", "mbu"), ("prefill_chunks", None), ("paged_vs_contiguous", None),
+              ("kv_formats", None), ("host_copy", None), ("verify_cost", None), ("efficiency", None)]
+
+
+@pytest.mark.parametrize("cell, view", CELL_CALLS)
+def test_gpu_cell_without_a_gpu_says_so_in_one_line(cell: str, view: str | None, tmp_path, capsys) -> None:
+    from matplotlib.figure import Figure
+
+    from inferlab.plot.gpu import gpu_cell, no_gpu_reason
+
+    if no_gpu_reason() is None:
+        pytest.skip("this machine has a CUDA device: the cell would measure")
+    fig = gpu_cell(cell, view, measured_dir=tmp_path, show_table=False)  # empty: the chapter's numbers or none
+    out = capsys.readouterr().out.strip().splitlines()
+    assert isinstance(fig, Figure) and len(out) == 1 and out[0].startswith("No GPU")
+    assert ("published numbers" in out[0]) == (cell in ("decode_step", "prefill_chunks", "kv_formats", "verify_cost",
+                                                        "efficiency"))
+
+
+@pytest.mark.parametrize("cell, view", CELL_CALLS)
+def test_gpu_cell_shows_our_recorded_measurements(cell: str, view: str | None, tiny_records, capsys) -> None:
+    from inferlab.plot.gpu import gpu_cell
+
+    fig = gpu_cell(cell, view, measure=False, measured_dir=tiny_records[0])
+    out = capsys.readouterr().out
+    assert "our recorded measurement (cpu," in out.splitlines()[0]
+    assert len(fig.axes) >= 1 and any(ax.lines or ax.patches for ax in fig.axes)
+
+
+def test_gpu_cell_rejects_unknown_cells_and_measuring_without_cuda(tmp_path) -> None:
+    from inferlab.plot.gpu import gpu_cell, no_gpu_reason
+
+    with pytest.raises(ValueError, match="cell must be one of"):
+        gpu_cell("nope")
+    with pytest.raises(ValueError, match="view must be one of"):
+        gpu_cell("kv_formats", "mbu")
+    if no_gpu_reason() is not None:
+        with pytest.raises(ValueError, match="measure must be False"):
+            gpu_cell("decode_step", measure=True, measured_dir=tmp_path)

@@ -9,8 +9,9 @@ time). Every tensor op has static shapes for a given (batch, max_blocks), so ``d
 captured in a CUDA graph.
 
 The paged attention here gathers each sequence's blocks into a contiguous tensor and then
-attends (``paged_attention``); vLLM's kernel reads the blocks in place, so the gather is an
-extra copy that the experiment of section 8.3.1 times separately.
+attends with ``scaled_dot_product_attention`` (``paged_attention``); vLLM's kernel reads the
+blocks in place, so the gather is an extra copy that the experiment of section 8.3.1 times
+separately.
 """
 
 from __future__ import annotations
@@ -28,8 +29,11 @@ _LAYER_KEYS = ("ln1", "wqkv", "q_norm", "k_norm", "wo", "ln2", "w_gu", "w_down")
 
 
 def paged_attention(q: "torch.Tensor", k_cache: "torch.Tensor", v_cache: "torch.Tensor",
-                    block_tables: "torch.Tensor", context_lens: "torch.Tensor") -> "torch.Tensor":
-    """One decode token per sequence over K/V read through block tables: ``[batch, n_heads, d]`` (q's dtype)."""
+                    block_tables: "torch.Tensor", context_lens: "torch.Tensor | None") -> "torch.Tensor":
+    """One decode token per sequence over K/V read through block tables: ``[batch, n_heads, d]`` (q's dtype).
+
+    ``context_lens`` None means every row fills all its blocks (no mask: the fastest attention path).
+    """
     k, v = gather_blocks(k_cache, block_tables), gather_blocks(v_cache, block_tables)
     return contiguous_attention(q, k, v, context_lens)
 
@@ -41,18 +45,17 @@ def gather_blocks(cache: "torch.Tensor", block_tables: "torch.Tensor") -> "torch
 
 
 def contiguous_attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor",
-                         context_lens: "torch.Tensor") -> "torch.Tensor":
-    """Decode attention over contiguous K/V ``[batch, max_ctx, n_kv, d]`` masked to ``context_lens``; float32 softmax."""
+                         context_lens: "torch.Tensor | None" = None) -> "torch.Tensor":
+    """Decode attention over contiguous K/V ``[batch, max_ctx, n_kv, d]``, masked to ``context_lens`` (None: no mask)."""
     import torch
 
     b, h, d = q.shape
-    n_kv = k.shape[2]
-    qg = q.reshape(b, n_kv, h // n_kv, d)
-    scores = torch.einsum("bkgd,bmkd->bkgm", qg, k).float() * (1 / math.sqrt(d))
-    valid = torch.arange(k.shape[1], device=q.device)[None, :] < context_lens[:, None]
-    scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
-    p = torch.softmax(scores, dim=-1).to(v.dtype)
-    return torch.einsum("bkgm,bmkd->bkgd", p, v).reshape(b, h, d)
+    mask = None
+    if context_lens is not None:
+        mask = (torch.arange(k.shape[1], device=q.device)[None, :] < context_lens[:, None])[:, None, None, :]
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q[:, :, None, :], k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask, enable_gqa=h != k.shape[2])
+    return out[:, :, 0, :]
 
 
 class TorchDecoder:
@@ -168,8 +171,11 @@ class TorchDecoder:
 
     # ---- steps ------------------------------------------------------------------------------------
     def decode(self, tokens: "torch.Tensor", block_tables: "torch.Tensor", context_lens: "torch.Tensor",
-               k_cache: "torch.Tensor", v_cache: "torch.Tensor") -> "torch.Tensor":
-        """One decode step: token b sits at position context_lens[b] - 1 (its slot already in the table); logits ``[batch, vocab]``."""
+               k_cache: "torch.Tensor", v_cache: "torch.Tensor", full_blocks: bool = False) -> "torch.Tensor":
+        """One decode step: token b sits at position context_lens[b] - 1 (its slot already in the table); logits ``[batch, vocab]``.
+
+        ``full_blocks``: the caller promises every context fills all of its row's blocks, so attention needs no mask.
+        """
         import torch
 
         bs = k_cache.shape[2]
@@ -182,7 +188,7 @@ class TorchDecoder:
             kc, vc = k_cache[layer], v_cache[layer]
             kc.view(-1, *kc.shape[2:])[slots] = k
             vc.view(-1, *vc.shape[2:])[slots] = v
-            x = self._finish(layer, x, paged_attention(q, kc, vc, block_tables, context_lens))
+            x = self._finish(layer, x, paged_attention(q, kc, vc, block_tables, None if full_blocks else context_lens))
         return self.logits(x)
 
     def chunk(self, tokens: "torch.Tensor", start: int, block_table: "torch.Tensor", k_cache: "torch.Tensor",

@@ -51,11 +51,12 @@ def q8_0_encode(x: "torch.Tensor") -> tuple["torch.Tensor", "torch.Tensor"]:  # 
 
 
 def q8_0_decode(codes: "torch.Tensor", scales: "torch.Tensor", dtype: "torch.dtype | None" = None) -> "torch.Tensor":  # noqa: F821
-    """Values of q8_0 codes and scales (float32 math, then ``dtype``)."""
+    """Values of q8_0 codes times their scales, computed in ``dtype`` (float32 by default)."""
     import torch
 
-    v = codes.reshape(*codes.shape[:-1], -1, 32).float() * scales.float()[..., None]
-    return v.reshape(codes.shape).to(dtype or torch.float32)
+    dt = dtype or torch.float32
+    v = codes.reshape(*codes.shape[:-1], -1, 32).to(dt) * scales.to(dt)[..., None]
+    return v.reshape(codes.shape)
 
 
 def fp8_encode(x: "torch.Tensor") -> tuple["torch.Tensor", float]:  # noqa: F821
@@ -68,10 +69,10 @@ def fp8_encode(x: "torch.Tensor") -> tuple["torch.Tensor", float]:  # noqa: F821
 
 
 def fp8_decode(codes: "torch.Tensor", scale: float, dtype: "torch.dtype | None" = None) -> "torch.Tensor":  # noqa: F821
-    """Values of FP8 codes times ``scale`` (float32 math, then ``dtype``)."""
+    """Values of FP8 codes times ``scale``, computed in ``dtype`` (float32 by default)."""
     import torch
 
-    return (codes.float() * scale).to(dtype or torch.float32)
+    return codes.to(dtype or torch.float32) * scale
 
 
 # ---- experiments ----------------------------------------------------------------------------------
@@ -99,7 +100,7 @@ def paged_vs_contiguous(batch: int = 32, contexts: tuple[int, ...] = (4096,), bl
     points = [(L, p) for L in contexts for p in (0, *block_sizes)]
     for L, p in tqdm(points, desc="paged_vs_contiguous", disable=not progress):
         q, k, v = _qkv(batch, L, n_heads, n_kv_heads, head_dim, device, dtype, seed)
-        lens = torch.full((batch,), L, device=device)
+        lens = None if L % max(p, 1) == 0 else torch.full((batch,), L, device=device)
         kv_bytes = 2 * k.numel() * k.element_size()
         if p == 0:
             t = median_time(lambda: contiguous_attention(q, k, v, lens), device, warmup, repeats)
@@ -139,7 +140,7 @@ def kv_formats(batch: int = 16, contexts: tuple[int, ...] = (2048, 8192, 32768),
     rows = []
     for L, f in tqdm([(L, f) for L in contexts for f in formats], desc="kv_formats", disable=not progress):
         q, k, v = _qkv(batch, L, n_heads, n_kv_heads, head_dim, device, dtype, seed)
-        lens = torch.full((batch,), L, device=device)
+        lens = None  # every sequence has all L tokens: no mask
         if f == "bf16":
             deq = lambda: (k, v)  # noqa: E731
         elif f == "fp8":

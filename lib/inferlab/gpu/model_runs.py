@@ -118,8 +118,9 @@ def decode_step(model: str | ModelSpec = "qwen3-8b", batches: tuple[int, ...] = 
         tables = _random_tables(b, blocks_each, kc.shape[1], device, seed + b)
         lens = torch.full((b,), L, device=device, dtype=torch.long)
         tokens = torch.randint(0, spec.vocab_size, (b,), device=device)
-        fn = graphed(lambda: dec.decode(tokens, tables, lens, kc, vc), device) if g else (
-            lambda: dec.decode(tokens, tables, lens, kc, vc))
+        full = L % block_size == 0  # every row fills its blocks: no attention mask
+        step = lambda: dec.decode(tokens, tables, lens, kc, vc, full)  # noqa: E731
+        fn = graphed(step, device) if g else step
         t = median_time(fn, device, warmup, repeats)
         read = roofline.step_read_bytes(b, L, spec.matrix_weight_bytes(nb), spec.kv_bytes_per_token(nb))
         flops = b * spec.flops(1, L - 1, logits=1)
@@ -180,7 +181,7 @@ def verify_cost(model: str | ModelSpec = "qwen3-8b", positions: tuple[int, ...] 
     table = _random_tables(1, blocks_each, kc.shape[1], device, seed)
     lens = torch.tensor([context + 1], device=device)
     tok = torch.randint(0, spec.vocab_size, (1,), device=device)
-    step = lambda: dec.decode(tok, table, lens, kc, vc)  # noqa: E731
+    step = lambda: dec.decode(tok, table, lens, kc, vc, (context + 1) % block_size == 0)  # noqa: E731
     decode_s = median_time(graphed(step, device) if graphs else step, device, warmup, repeats)
     rows = []
     for k in tqdm(positions, desc="verify_cost", disable=not progress):
