@@ -107,12 +107,12 @@ def pair_grid_figure(new_tokens: int, cached_tokens: int = 0, figure_caption: st
     ax.set_aspect("equal")
     ax.grid(False)
     if n <= 40:
-        ax.set_xticks(np.arange(n) + 0.5, [str(i + 1) for i in range(n)], fontsize=7)
-        ax.set_yticks(np.arange(c) + 0.5, [str(cached_tokens + i + 1) for i in range(c)], fontsize=7)
+        ax.set_xticks(np.arange(n) + 0.5, [str(i + 1) for i in range(n)], fontsize=8)
+        ax.set_yticks(np.arange(c) + 0.5, [str(cached_tokens + i + 1) for i in range(c)], fontsize=8)
     ax.set_xlabel("key position")
     ax.set_ylabel("query (new token)")
     hist, inner = int((grid == chunking.HISTORY).sum()), int((grid == chunking.IN_CHUNK).sum())
-    ax.set_title(f"c = {c}, h = {cached_tokens}: {hist} history + {inner} in-chunk = {hist + inner} pairs")
+    ax.set_title(f"c = {c}, h = {cached_tokens}\n{hist} history + {inner} in-chunk = {hist + inner} pairs", fontsize=10)
     if figure_caption:
         caption(fig, figure_caption)
     return fig
