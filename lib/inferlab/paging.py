@@ -217,6 +217,14 @@ class BlockManager:
 
     def can_append(self, seq_id: Hashable, n_tokens: int = 1) -> bool:
         """Whether ``n_tokens`` can be appended to ``seq_id`` now."""
+        seq = self.seqs.get(seq_id)
+        if n_tokens == 1 and type(n_tokens) is int and seq is not None:  # the decode step, without the general path
+            fill = len(seq.tokens) % self.block_size
+            if fill == 0:
+                return self._fresh < self.num_blocks or bool(self._freed)
+            blk = self._blocks[seq.block_table[-1]]
+            if blk.ref == 1 and len(blk.tokens) == fill:
+                return True
         return self.append_blocks_needed(seq_id, n_tokens) <= self.num_free
 
     def state(self) -> PoolState:
@@ -252,7 +260,17 @@ class BlockManager:
         if seq.preempted:
             raise ValueError(f"seq_id {seq_id!r} is preempted; resume it first")
         if type(tokens) is list and len(tokens) == 1 and type(tokens[0]) is int and 0 <= tokens[0] < self.vocab_size:
-            toks = [tokens[0]]  # the decode step: one token, checked without the general path
+            fill = len(seq.tokens) % self.block_size  # the decode step: one checked token, written directly
+            if fill:
+                blk = self._blocks[seq.block_table[-1]]
+                if blk.ref == 1 and len(blk.tokens) == fill:  # sole owner, nothing after the slot: no copy
+                    self._version += 1
+                    blk.tokens.append(tokens[0])
+                    seq.tokens.append(tokens[0])
+                    if fill + 1 == self.block_size and self.prefix_caching:
+                        self._register(blk, seq.block_table[-1], len(seq.block_table) - 1, seq.block_table)
+                    return []
+            toks = [tokens[0]]
         else:
             toks = token_ids(tokens, limit=self.vocab_size)
             if not toks:
