@@ -180,3 +180,14 @@ def test_goodput_sweep_saturates_and_goodput_falls() -> None:
     assert cont.loc[16, "completion_rps"] < 1.3 * cont.loc[4, "completion_rps"]
     assert cont.loc[16, "goodput_rps"] < cont["goodput_rps"].max()
     assert one.loc[4, "goodput_rps"] < one.loc[1, "goodput_rps"]
+
+
+def test_tokens_per_round_needed_for_d() -> None:
+    d = sv.CHAPTER_CONFIGS["D"]
+    m = sv.tokens_per_round_needed(d)
+    assert 1.45 < m < 1.5  # 255 / 174 rounds
+    ok = sv.ServingConfig(**{**d.__dict__, "tokens_per_round": m})
+    late = sv.ServingConfig(**{**d.__dict__, "tokens_per_round": m * 0.98})
+    assert sv.evaluate(ok)["on_time"] and not sv.evaluate(late)["on_time"]
+    tight = sv.Workload(deadline_s=2.0)
+    assert math.isinf(sv.tokens_per_round_needed(d, tight))

@@ -8,16 +8,16 @@
 """
 
 from .configs import (CHAPTER_CONFIGS, CHAPTER_WORKLOAD, KV_FORMAT_RATIO, ServingConfig, Workload, evaluate,
-                      evaluate_configs, feasible)
+                      evaluate_configs, feasible, tokens_per_round_needed)
 from .load import POLICIES, poisson_requests, serve, trace_requests
-from .metrics import amdahl_speedup, little_n, observation_window, summarize, task_time, time_average_in_system
-from .sweep import ANSWER_TOKENS, TASK_PROMPT_TOKENS, WRONG_TASK, goodput_sweep, retrieval_window
+from .metrics import amdahl_derivation, amdahl_speedup, in_system_curve, little_n, observation_window, summarize, task_time, time_average_in_system
+from .sweep import ANSWER_TOKENS, TASK_PROMPT_TOKENS, WRONG_TASK, goodput_sweep, load_table, retrieval_window
 from .rates import decode_rate, efficiency_table, gpu_seconds, prefill_rate, shared_batch_rates
 
 __all__ = [
     "CHAPTER_CONFIGS", "CHAPTER_WORKLOAD", "KV_FORMAT_RATIO", "ServingConfig", "Workload", "evaluate",
-    "evaluate_configs", "feasible", "POLICIES", "poisson_requests", "serve", "trace_requests", "amdahl_speedup",
-    "little_n", "observation_window", "summarize", "task_time", "time_average_in_system", "decode_rate",
+    "evaluate_configs", "feasible", "tokens_per_round_needed", "POLICIES", "poisson_requests", "serve", "trace_requests", "amdahl_derivation", "amdahl_speedup",
+    "in_system_curve", "little_n", "observation_window", "summarize", "task_time", "time_average_in_system", "decode_rate",
     "efficiency_table", "gpu_seconds", "prefill_rate", "shared_batch_rates", "ANSWER_TOKENS", "TASK_PROMPT_TOKENS",
-    "WRONG_TASK", "goodput_sweep", "retrieval_window",
+    "WRONG_TASK", "goodput_sweep", "load_table", "retrieval_window",
 ]

@@ -30,7 +30,7 @@ from ..units import GiB, MiB, ms
 __all__ = [
     "KV_FORMAT_RATIO", "ServingConfig", "Workload", "CHAPTER_CONFIGS", "CHAPTER_WORKLOAD", "VERIFY_MFU",
     "MEASURED_SHARED_STEP_S", "MEASURED_SHARED_PREFILL_S", "feasible", "DRAFT_BYTES", "DRAFT_PREFILL_OVERHEAD", "kv_bytes", "prefill_time",
-    "decode_rounds", "round_time", "evaluate", "evaluate_configs",
+    "decode_rounds", "round_time", "tokens_per_round_needed", "evaluate", "evaluate_configs",
 ]
 
 #: Bytes of a KV value in each storage format relative to BF16 (GGML blocks of 32: 34 and 18 bytes vs 64).
@@ -161,6 +161,17 @@ def round_time(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD, mod
         config.verify_positions, workload.prompt_tokens, logits=config.verify_positions)
     compute = accelerator.compute_time(verify_flops, VERIFY_MFU)
     return max(step, compute) + config.round_overhead_s
+
+
+def tokens_per_round_needed(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD,
+                            model: ModelSpec = example.MODEL,
+                            accelerator: Accelerator = example.ACCELERATOR) -> float:
+    """Fewest tokens per round that still meet the deadline at this round time (inf if prefill alone is too late)."""
+    step = round_time(config, workload, model, accelerator)
+    rounds = math.floor((workload.deadline_s - prefill_time(config, workload, model, accelerator)) / step)
+    if rounds < 1:
+        return math.inf
+    return max(1.0, (workload.output_tokens - 1) / rounds)
 
 
 def evaluate(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD,

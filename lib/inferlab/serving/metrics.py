@@ -16,7 +16,8 @@ from .. import example
 from .._validate import non_negative, positive
 from ..hardware import Accelerator
 
-__all__ = ["little_n", "time_average_in_system", "observation_window", "summarize", "amdahl_speedup",
+__all__ = ["little_n", "time_average_in_system", "in_system_curve", "observation_window", "summarize", "amdahl_speedup",
+           "amdahl_derivation",
            "task_time"]
 
 _REQUIRED = ("arrival_s", "status", "finish_s", "ttft_s", "latency_s", "max_itl_s", "good", "correct", "on_time")
@@ -98,6 +99,15 @@ def amdahl_speedup(fraction_accelerated: float, stage_speedup: float) -> float:
     return 1.0 / ((1 - f) + f / positive("stage_speedup", stage_speedup))
 
 
+def amdahl_derivation() -> tuple[object, object]:
+    """Amdahl's law derived with sympy: (new task time over the old, S_task), in the symbols f and sigma."""
+    import sympy as sp
+
+    f, sigma, t = sp.symbols("f sigma T", positive=True)
+    new_time = (1 - f) * t + f * t / sigma
+    return sp.simplify(new_time / t), sp.simplify(t / new_time)
+
+
 def task_time(stages_s: dict[str, float], speedups: dict[str, float] | None = None,
               added_s: float = 0.0) -> float:
     """Seconds of a whole task: each stage divided by its speed-up (default 1), plus added work (e.g. draft set-up)."""
@@ -110,3 +120,14 @@ def task_time(stages_s: dict[str, float], speedups: dict[str, float] | None = No
     total = sum(non_negative(f"stages_s[{k!r}]", v) / positive(f"speedups[{k!r}]", speedups.get(k, 1.0))
                 for k, v in stages_s.items())
     return total + non_negative("added_s", added_s)
+
+
+def in_system_curve(records: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(instants, requests in the system just after each instant): a step function from arrivals and finishes."""
+    r = _check(records).dropna(subset=["finish_s"])
+    if r.empty:
+        raise ValueError("records must hold at least one served request")
+    events = np.concatenate([r["arrival_s"].to_numpy(), r["finish_s"].to_numpy()])
+    steps = np.concatenate([np.ones(len(r)), -np.ones(len(r))])
+    order = np.lexsort((steps, events))  # at equal instants, departures (-1) before arrivals
+    return events[order], np.cumsum(steps[order])

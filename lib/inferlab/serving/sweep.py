@@ -18,10 +18,10 @@ import pandas as pd
 
 from .._validate import positive, positive_int
 from ..scheduler import Request
-from .load import serve
+from .load import poisson_requests, serve
 from .metrics import summarize
 
-__all__ = ["TASK_PROMPT_TOKENS", "ANSWER_TOKENS", "WRONG_TASK", "retrieval_window", "goodput_sweep"]
+__all__ = ["TASK_PROMPT_TOKENS", "ANSWER_TOKENS", "WRONG_TASK", "retrieval_window", "goodput_sweep", "load_table"]
 
 #: Prompt tokens of the eight tasks: four documents of 128 records, four of 512 (about 20 tokens a record).
 TASK_PROMPT_TOKENS: tuple[int, ...] = (2560,) * 4 + (10_240,) * 4
@@ -65,4 +65,19 @@ def goodput_sweep(rates: Iterable[float] = (1, 4, 16), policies: Iterable[str] =
                          "latency_p95_s": float(frame["latency_p95_s"].median()),
                          "gpu_s_per_good": float(frame["gpu_s_per_good"].median()),
                          "window_goodput_rps": tuple(frame["goodput_rps"].round(3))})
+    return pd.DataFrame(rows).set_index(["arrival_rate_per_s", "policy"])
+
+
+def load_table(rates: Iterable[float] = (1, 2, 4, 8, 16), policies: Iterable[str] = ("one-at-a-time", "chunked"),
+               n_requests: int = 40, prompt_tokens: int = 2048, output_tokens: int = 64, seed: int = 7,
+               deadline_s: float = 7.0) -> pd.DataFrame:
+    """Mean and p95 time in system, mean requests in system and share on time, per arrival rate and policy."""
+    rows = []
+    for rate in rates:
+        reqs = poisson_requests(rate, n_requests, prompt_tokens, output_tokens, seed=seed)
+        for policy in policies:
+            s = summarize(serve(reqs, policy, deadline_s=deadline_s))
+            rows.append({"arrival_rate_per_s": rate, "policy": policy, "mean_latency_s": s["mean_latency_s"],
+                         "latency_p95_s": s["latency_p95_s"], "mean_in_system": s["mean_in_system"],
+                         "on_time_share": s["on_time"] / s["requests"]})
     return pd.DataFrame(rows).set_index(["arrival_rate_per_s", "policy"])

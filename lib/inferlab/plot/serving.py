@@ -1,0 +1,201 @@
+"""Drawings and explorers of section 8.6: queues under load, goodput, the configuration plane, Amdahl's law."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator, ScalarFormatter
+
+from .. import example, serving
+from ..units import GiB
+from ..widgets import Explorer, choice, explore, float_slider, int_slider, log_slider
+from . import COLORS, caption, deadline_line, new_figure
+
+POLICY_COLORS = {"one-at-a-time": COLORS["queue"], "continuous": COLORS["decode"], "chunked": COLORS["decode"]}
+POLICY_LABELS = {"one-at-a-time": "one at a time", "continuous": "continuous (whole prompts)",
+                 "chunked": "continuous batching"}
+
+
+def load_view(records: pd.DataFrame, deadline_s: float, title: str) -> Figure:
+    """Two panels: each request's time in the system against its arrival; requests in the system over time."""
+    fig, (ax1, ax2) = new_figure(1, 2, width=8.0, height=3.2)
+    served = records.dropna(subset=["finish_s"])
+    late = served["latency_s"] > deadline_s
+    ax1.scatter(served["arrival_s"][~late], served["latency_s"][~late], s=14, color=COLORS["decode"],
+                label="on time")
+    ax1.scatter(served["arrival_s"][late], served["latency_s"][late], s=14, color=COLORS["deadline"], label="late")
+    turned = records[records["status"].isin(["rejected", "redirected"])]
+    if len(turned):
+        ax1.scatter(turned["arrival_s"], np.zeros(len(turned)), marker="x", s=18, color="#444444",
+                    label="turned away")
+    deadline_line(ax1, deadline_s, vertical=False)
+    ax1.set(xlabel="scheduled arrival (s)", ylabel="time in system (s)")
+    ax1.legend(loc="upper left")
+    if served.empty:
+        ax2.text(0.5, 0.5, "no request was served", ha="center", va="center", transform=ax2.transAxes)
+        return caption(fig, title)
+    t, n = serving.in_system_curve(records)
+    ax2.step(t, n, where="post", color=COLORS["prefill"], lw=1.2)
+    start, end = serving.observation_window(records)
+    mean_n = serving.time_average_in_system(records, start, end)
+    ax2.axhline(mean_n, color=COLORS["highlight"], ls=":", lw=1.5, label=f"time average {mean_n:.1f}")
+    ax2.set(xlabel="time (s)", ylabel="requests in system")
+    ax2.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax2.legend(loc="upper left")
+    return caption(fig, title)
+
+
+def arrivals_view(rate_per_s: float = 4.0, kv_budget_gib: float = 12.0, deadline_s: float = 7.0,
+                  policy: str = "chunked", admission_control: bool = False) -> Figure:
+    """Forty short requests of the running example arriving as a Poisson stream, served by one policy."""
+    reqs = serving.poisson_requests(rate_per_s, 40, example.SHORT.prompt_tokens, 64, seed=7)
+    records = serving.serve(reqs, policy, kv_budget_bytes=kv_budget_gib * GiB, deadline_s=deadline_s,
+                            admission_control="reject" if admission_control else None)
+    s = serving.summarize(records)
+    title = (f"{rate_per_s:g} requests/s, {POLICY_LABELS[policy]}: {int(s['on_time'])} of 40 on time, "
+             f"mean {s['mean_in_system']:.1f} in the system")
+    return load_view(records, deadline_s, title)
+
+
+def goodput_view(ours: pd.DataFrame, chapter: pd.DataFrame | None = None) -> Figure:
+    """Figures 8-33/8-34 side by side: completion throughput and goodput per arrival rate and policy."""
+    fig, axes = new_figure(1, 2, width=8.0, height=3.3, sharey=True)
+    conditions = list(ours.index)
+    x = np.arange(len(conditions))
+    short = {"one-at-a-time": "single", "continuous": "batched", "chunked": "batched"}
+    labels = [f"{rate:g}/s\n{short[p]}" for rate, p in conditions]
+    for ax, col, name in zip(axes, ("completion_rps", "goodput_rps"), ("completion throughput", "goodput")):
+        width = 0.38 if chapter is not None else 0.6
+        ax.bar(x - (width / 2 if chapter is not None else 0), ours[col], width,
+               color=[POLICY_COLORS[p] for _, p in conditions], edgecolor="#333333", lw=0.6, label="our simulation")
+        if chapter is not None:
+            theirs = [chapter.loc[(rate, "continuous" if p == "chunked" else p), col]
+                      if (rate, "continuous" if p == "chunked" else p) in chapter.index else np.nan
+                      for rate, p in conditions]
+            ax.bar(x + width / 2, np.nan_to_num(theirs, nan=0.0), width, color="white", edgecolor="#333333",
+                   hatch="//", lw=0.6, label="experiment 8-9 (median)")
+            for xi, v in zip(x, theirs):
+                if np.isnan(v):
+                    ax.text(xi + width / 2, 0.03, "n/a", rotation=90, ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(x, labels, fontsize=8)
+        ax.set_title(name)
+    axes[0].set_ylabel("requests per second")
+    axes[0].set_ylim(0, max(ours["completion_rps"].max(), 2.4) * 1.3)
+    axes[1].legend(loc="upper left")
+    return caption(fig, "Figures 8-33 and 8-34: completed requests per second (left) and correct answers within "
+                        "3 s per second (right), 16-request windows, timed from the scheduled arrival; single = "
+                        "one at a time, batched = continuous batching; n/a = not printed")
+
+
+def goodput_explorer_view(rate_per_s: float = 4.0, deadline_s: float = 3.0, accuracy: float = 7 / 8) -> Figure:
+    """Completion throughput and goodput of both policies at one arrival rate, deadline and accuracy."""
+    rows = []
+    for policy in ("one-at-a-time", "chunked"):
+        per = []
+        for w in range(3):
+            reqs, _ = serving.retrieval_window(rate_per_s, seed=w)
+            per.append(serving.summarize(serving.serve(reqs, policy, deadline_s=deadline_s, correct=accuracy,
+                                                       seed=w)))
+        frame = pd.DataFrame(per)
+        rows.append({"policy": policy, "completion_rps": frame["completion_rps"].median(),
+                     "goodput_rps": frame["goodput_rps"].median()})
+    table = pd.DataFrame(rows).set_index("policy")
+    fig, ax = new_figure(width=6.0, height=3.0)
+    x = np.arange(2)
+    ax.bar(x - 0.2, table["completion_rps"], 0.4, color=COLORS["queue"], label="completion throughput")
+    ax.bar(x + 0.2, table["goodput_rps"], 0.4, color=COLORS["decode"], label="goodput")
+    ax.set_xticks(x, [POLICY_LABELS[p] for p in table.index])
+    ax.set_ylabel("requests per second")
+    ax.legend(loc="upper left")
+    return caption(fig, f"{rate_per_s:g} requests/s, deadline {deadline_s:g} s, accuracy {accuracy:.0%}: "
+                        "medians of three 16-request windows")
+
+
+def config_plane_view(table: pd.DataFrame, kv_budget_bytes: float, deadline_s: float, title: str) -> Figure:
+    """Figure 8-35: each configuration at (KV bytes, total time), the feasible corner shaded."""
+    fig, ax = new_figure(width=6.5, height=4.0)
+    gib = table["kv_bytes"] / GiB
+    budget = kv_budget_bytes / GiB
+    xmax = max(gib.max(), budget) * 1.15
+    ymax = max(table["total_s"].max(), deadline_s) * 1.15
+    ax.fill_between([0, budget], 0, deadline_s, color=COLORS["decode"], alpha=0.12, label="fits and on time")
+    deadline_line(ax, budget, label="KV budget")
+    ax.axhline(deadline_s, color=COLORS["deadline"], ls=":", lw=1.2, label="deadline")
+    for name, row in table.iterrows():
+        ok = row["fits"] and row["on_time"]
+        ax.scatter(row["kv_bytes"] / GiB, row["total_s"], s=50, color=COLORS["decode"] if ok else "#555555",
+                   zorder=3)
+        ax.annotate(name, (row["kv_bytes"] / GiB, row["total_s"]), xytext=(6, 4), textcoords="offset points",
+                    fontsize=10, fontweight="bold")
+    ax.set(xlim=(0, xmax), ylim=(0, ymax), xlabel="KV and auxiliary buffers (GiB)", ylabel="whole batch done (s)")
+    ax.legend(loc="lower right", fontsize=8)
+    return caption(fig, title)
+
+
+def config_view(kv_budget_gib: float = 12.0, deadline_s: float = 7.0, output_tokens: int = 256,
+                tokens_per_round: float = 3.0) -> Figure:
+    """The chapter's configurations A-D for sixteen long requests, with D's tokens per round as a knob."""
+    configs = {k: v for k, v in serving.CHAPTER_CONFIGS.items() if k in "ABCD"}  # E is exercise 8-9's
+    configs["D"] = serving.ServingConfig(**{**configs["D"].__dict__, "tokens_per_round": tokens_per_round})
+    table = serving.evaluate_configs(configs, kv_budget_bytes=kv_budget_gib * GiB, deadline_s=deadline_s,
+                                     output_tokens=output_tokens)
+    ok = serving.feasible(table)
+    best = f"cheapest feasible: {ok[0]} ({table.loc[ok[0], 'gpu_s_per_good']:.3f} GPU-s per good result)" if ok \
+        else "no configuration fits and finishes on time"
+    return config_plane_view(table, kv_budget_gib * GiB, deadline_s,
+                             f"Figure 8-35: sixteen long requests, {output_tokens} outputs; {best}")
+
+
+def amdahl_view(fractions: tuple[float, ...] = (0.2, 0.5, 0.8), max_speedup: float = 16.0) -> Figure:
+    """Figure 8-36: whole-task speed-up against the speed-up of one stage, for several shares of the time."""
+    fig, ax = new_figure(width=6.0, height=3.4)
+    s = np.geomspace(1, max_speedup, 200)
+    for f, color in zip(fractions, (COLORS["queue"], COLORS["prefill"], COLORS["decode"], COLORS["kv"])):
+        ax.plot(s, [serving.amdahl_speedup(f, x) for x in s], color=color, lw=2, label=f"decode share {f:.0%}")
+        ax.axhline(1 / (1 - f) if f < 1 else np.nan, color=color, ls=":", lw=1)
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.set(xlabel="decode speed-up σ", ylabel="whole-task speed-up")
+    ax.legend(loc="upper left")
+    return caption(fig, "Figure 8-36: Amdahl's law; dotted lines are the limits 1/(1-f) as the stage becomes free")
+
+
+def amdahl_explorer_view(decode_share: float = 0.5, max_speedup: float = 16.0) -> Figure:
+    """Amdahl's curve for one decode share beside the chapter's three."""
+    return amdahl_view(tuple(sorted({0.2, 0.5, 0.8, round(decode_share, 2)})), max_speedup)
+
+
+def arrivals_explorer() -> Explorer:
+    """Arrival rate, KV budget, deadline and policy for a stream of short requests (8.6.1)."""
+    return explore(arrivals_view,
+                   rate_per_s=float_slider("arrival rate", 0.5, 16.0, 4.0, 0.5, unit="req/s"),
+                   kv_budget_gib=float_slider("KV budget", 0.5, 12.0, 12.0, 0.5, unit="GiB"),
+                   deadline_s=float_slider("deadline", 1.0, 12.0, 7.0, 0.5, unit="s"),
+                   policy=choice("policy", [("one at a time", "one-at-a-time"),
+                                            ("continuous batching", "chunked")], "chunked"),
+                   admission_control=choice("admission control", [("off", False), ("reject if late", True)], False))
+
+
+def goodput_explorer() -> Explorer:
+    """Arrival rate, deadline and accuracy against completion throughput and goodput (8.6.2)."""
+    return explore(goodput_explorer_view,
+                   rate_per_s=log_slider("arrival rate", 0, 4, 4.0, base=2, step=0.5, unit="req/s"),
+                   deadline_s=float_slider("deadline", 0.5, 10.0, 3.0, 0.5, unit="s"),
+                   accuracy=float_slider("accuracy", 0.0, 1.0, 0.875, 0.025))
+
+
+def config_explorer() -> Explorer:
+    """KV budget, deadline, output length and D's tokens per round on the configuration plane (8.6.3)."""
+    return explore(config_view,
+                   kv_budget_gib=float_slider("KV budget", 2.0, 24.0, 12.0, 0.5, unit="GiB"),
+                   deadline_s=float_slider("deadline", 1.0, 20.0, 7.0, 0.5, unit="s"),
+                   output_tokens=int_slider("output length", 2, 1024, 256, unit="tokens"),
+                   tokens_per_round=float_slider("D: tokens per round", 1.0, 6.0, 3.0, 0.25))
+
+
+def amdahl_explorer() -> Explorer:
+    """Share of the task in decode and the largest decode speed-up (8.6.3)."""
+    return explore(amdahl_explorer_view,
+                   decode_share=float_slider("decode share f", 0.0, 1.0, 0.5, 0.05),
+                   max_speedup=float_slider("largest speed-up", 2.0, 64.0, 16.0, 1.0))
