@@ -49,11 +49,17 @@ def test_card_names_map_to_hardware_keys() -> None:
 
 def test_model_scale_follows_free_memory() -> None:
     kv_2k_64 = 64 * 2048  # the chapter's batch-64 point
-    assert plan(QWEN, 139 * GiB * 0.8, kv_2k_64) == (36, kv_2k_64)  # an H200 holds it all
+    fixed = (QWEN.embedding_params + QWEN.lm_head_params + QWEN.hidden_size) * 2
+    per_token = QWEN.kv_bytes_per_token()
+    budget = 139 * GiB * 0.8  # an H200 holds every layer; the pool takes the rest
+    layers, tokens = plan(QWEN, budget, kv_2k_64)
+    assert layers == 36 and tokens > 4 * kv_2k_64
+    assert fixed + 36 * gdev.layer_bytes(QWEN) + tokens * per_token <= budget
+    assert fixed + 36 * gdev.layer_bytes(QWEN) + (tokens + 1) * per_token > budget
+    assert plan(QWEN, budget, kv_2k_64, max_kv_tokens=1000) == (36, 1000)
     layers, tokens = plan(QWEN, 24 * GiB * 0.8, kv_2k_64)  # a 24 GB card: fewer layers, same KV per layer
-    assert 1 <= layers < 36 and tokens == kv_2k_64
-    weights = (QWEN.embedding_params + QWEN.lm_head_params + QWEN.hidden_size) * 2 + layers * gdev.layer_bytes(QWEN)
-    assert weights + layers * kv_2k_64 * QWEN.kv_bytes_per_token() / 36 <= 24 * GiB * 0.8
+    assert 1 <= layers < 36 and tokens >= kv_2k_64
+    assert fixed + layers * (gdev.layer_bytes(QWEN) + tokens * per_token / 36) <= 24 * GiB * 0.8
     assert plan(QWEN, 4 * GiB, 10**9)[0] == 1  # one layer and a smaller pool
     with pytest.raises(ValueError, match="one layer"):
         plan(QWEN, 1 * GiB, 1)

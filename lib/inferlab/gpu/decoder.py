@@ -131,21 +131,25 @@ class TorchDecoder:
     def _norm(self, x: "torch.Tensor", weight: "torch.Tensor") -> "torch.Tensor":
         import torch
 
-        xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.config.rms_eps)).to(x.dtype) * weight
+        return torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, self.config.rms_eps)
 
-    def _rope(self, x: "torch.Tensor", positions: "torch.Tensor") -> "torch.Tensor":
+    def rotary(self, positions: "torch.Tensor") -> tuple["torch.Tensor", "torch.Tensor"]:
+        """cos and sin ``[n, 1, head_dim]`` of the rotary embedding at ``positions`` (computed once per step)."""
         import torch
 
         angles = positions.float()[:, None] * self.inv_freq[None, :]
-        cos = torch.cat([angles.cos()] * 2, dim=-1)[:, None, :]
-        sin = torch.cat([angles.sin()] * 2, dim=-1)[:, None, :]
-        half = x.shape[-1] // 2
-        xf = x.float()
-        rotated = torch.cat([-xf[..., half:], xf[..., :half]], dim=-1)
-        return (xf * cos + rotated * sin).to(x.dtype)
+        cos = torch.cat([angles.cos()] * 2, dim=-1)[:, None, :].to(self.dtype)
+        sin = torch.cat([angles.sin()] * 2, dim=-1)[:, None, :].to(self.dtype)
+        return cos, sin
 
-    def _qkv(self, layer: int, x: "torch.Tensor", positions: "torch.Tensor"):
+    @staticmethod
+    def _rope(x: "torch.Tensor", cos: "torch.Tensor", sin: "torch.Tensor") -> "torch.Tensor":
+        import torch
+
+        half = x.shape[-1] // 2
+        return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin
+
+    def _qkv(self, layer: int, x: "torch.Tensor", rot: tuple["torch.Tensor", "torch.Tensor"]):
         c, w = self.config, self.w
         n = x.shape[0]
         qkv = self._norm(x, w["ln1"][layer]) @ w["wqkv"][layer]
@@ -153,8 +157,8 @@ class TorchDecoder:
         q = qkv[:, :q_end].reshape(n, c.n_heads, c.head_dim)
         k = qkv[:, q_end:k_end].reshape(n, c.n_kv_heads, c.head_dim)
         v = qkv[:, k_end:].reshape(n, c.n_kv_heads, c.head_dim)
-        q = self._rope(self._norm(q, w["q_norm"][layer]), positions)
-        k = self._rope(self._norm(k, w["k_norm"][layer]), positions)
+        q = self._rope(self._norm(q, w["q_norm"][layer]), *rot)
+        k = self._rope(self._norm(k, w["k_norm"][layer]), *rot)
         return q, k, v
 
     def _finish(self, layer: int, x: "torch.Tensor", attn: "torch.Tensor") -> "torch.Tensor":
@@ -182,9 +186,9 @@ class TorchDecoder:
         pos = context_lens - 1
         rows = torch.arange(tokens.shape[0], device=tokens.device)
         slots = block_tables[rows, pos // bs] * bs + pos % bs
-        x = self.w["embed"][tokens]
+        x, rot = self.w["embed"][tokens], self.rotary(pos)
         for layer in range(self.config.n_layers):
-            q, k, v = self._qkv(layer, x, pos)
+            q, k, v = self._qkv(layer, x, rot)
             kc, vc = k_cache[layer], v_cache[layer]
             kc.view(-1, *kc.shape[2:])[slots] = k
             vc.view(-1, *vc.shape[2:])[slots] = v
@@ -205,9 +209,9 @@ class TorchDecoder:
         slots = block_table[pos // bs] * bs + pos % bs
         ctx_slots = block_table[torch.arange(ctx, device=tokens.device) // bs] * bs + torch.arange(ctx, device=tokens.device) % bs
         mask = None if start == 0 else (torch.arange(ctx, device=tokens.device)[None, :] <= pos[:, None])
-        x = self.w["embed"][tokens]
+        x, rot = self.w["embed"][tokens], self.rotary(pos)
         for layer in range(self.config.n_layers):
-            q, k, v = self._qkv(layer, x, pos)
+            q, k, v = self._qkv(layer, x, rot)
             kc = k_cache[layer].view(-1, *k_cache.shape[3:])
             vc = v_cache[layer].view(-1, *v_cache.shape[3:])
             kc[slots], vc[slots] = k, v

@@ -20,9 +20,11 @@ from .device import DeviceInfo, device_info, graphed, layer_bytes, median_time, 
 TINY = TinyConfig(n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16, hidden_size=32, intermediate_size=64,
                   vocab_size=128).spec
 
+REFERENCE_KV_TOKENS = 64 * 2048  # the chapter's largest batch point (Experiment 8-1): 64 requests x 2K context
 DECODE_PRESETS = {
-    "full": dict(batches=(1, 2, 4, 8, 16, 32, 64, 128, 256), contexts=(512, 2048, 8192), repeats=10),
-    "quick": dict(batches=(1, 4, 16, 64), contexts=(2048,), repeats=5),
+    "full": dict(batches=(1, 2, 4, 8, 16, 32, 64, 128, 256), contexts=(512, 2048, 8192), repeats=10,
+                 compiled_batches=(1, 64)),
+    "quick": dict(batches=(1, 4, 16, 64), contexts=(2048,), repeats=5, compiled_batches=()),
     "tiny": dict(batches=(1, 3), contexts=(5, 17), repeats=1, model=TINY, block_size=4),
 }
 PREFILL_PRESETS = {
@@ -49,33 +51,34 @@ def _kv_bytes_per_token_layer(spec: ModelSpec, dtype_bytes: int) -> float:
     return spec.kv_bytes_per_token(dtype_bytes) / spec.n_layers
 
 
-def plan(spec: ModelSpec, budget_bytes: float, kv_tokens: int, dtype_bytes: int = 2,
-         n_layers: int | None = None) -> tuple[int, int]:
-    """(layers, KV-pool tokens) for ``budget_bytes``: all layers with ``kv_tokens`` of KV if they fit, else fewer layers.
+def plan(spec: ModelSpec, budget_bytes: float, kv_tokens: int, dtype_bytes: int = 2, n_layers: int | None = None,
+         max_kv_tokens: int | None = None) -> tuple[int, int]:
+    """(layers, KV-pool tokens) for ``budget_bytes``: every layer if they fit beside ``kv_tokens`` of KV, else fewer.
 
-    The pool keeps ``kv_tokens`` per layer while layers are dropped; if even one layer does not fit with
-    that pool, the pool shrinks to what one layer leaves (points that need more are skipped).
+    The pool then takes all the memory the weights leave (at most ``max_kv_tokens``); points that
+    need more KV are skipped by the caller. If one layer does not fit beside ``kv_tokens``, the
+    pool shrinks to what one layer leaves.
     """
     fixed = (spec.embedding_params + spec.lm_head_params + spec.hidden_size) * dtype_bytes
-    per_layer = layer_bytes(spec, dtype_bytes) + kv_tokens * _kv_bytes_per_token_layer(spec, dtype_bytes)
+    per_token_layer = spec.kv_bytes_per_token(dtype_bytes) / spec.n_layers
+    per_layer = layer_bytes(spec, dtype_bytes) + kv_tokens * per_token_layer
     layers = n_layers or min(spec.n_layers, int((budget_bytes - fixed) // per_layer))
-    if layers >= 1:
-        return layers, kv_tokens
-    left = budget_bytes - fixed - layer_bytes(spec, dtype_bytes)
-    tokens = int(left // _kv_bytes_per_token_layer(spec, dtype_bytes))
+    layers = max(layers, 1)
+    tokens = int((budget_bytes - fixed - layers * layer_bytes(spec, dtype_bytes)) // (layers * per_token_layer))
     if tokens < 1:
         raise ValueError(f"the device's free memory ({budget_bytes:.3g} B usable) must hold one layer of {spec.name}")
-    return 1, tokens
+    return layers, min(tokens, max_kv_tokens or tokens)
 
 
 def _setup(model: str | ModelSpec, device: str, card: str | None, kv_tokens: int, block_size: int, dtype: str,
-           memory_fraction: float, n_layers: int | None, seed: int):
+           memory_fraction: float, n_layers: int | None, seed: int, max_kv_tokens: int | None = None):
     import torch
 
     info = device_info(device, card)
     spec = _spec(model)
     dtype_bytes = torch.empty((), dtype=getattr(torch, dtype)).element_size()
-    layers, pool_tokens = plan(spec, info.free_bytes * memory_fraction, kv_tokens, dtype_bytes, n_layers)
+    layers, pool_tokens = plan(spec, info.free_bytes * memory_fraction, kv_tokens, dtype_bytes, n_layers,
+                               max_kv_tokens or kv_tokens)
     used = scaled(spec, layers)
     decoder = TorchDecoder.random(used, device, dtype, seed)
     kc, vc = decoder.new_cache(max(1, pool_tokens // block_size), block_size)
@@ -100,17 +103,24 @@ def decode_step(model: str | ModelSpec = "qwen3-8b", batches: tuple[int, ...] = 
                 contexts: tuple[int, ...] = (2048,), cuda_graphs: tuple[bool, ...] | None = None,
                 device: str = "cuda", card: str | None = None, block_size: int = 16, dtype: str = "bfloat16",
                 memory_fraction: float = 0.8, n_layers: int | None = None, warmup: int = 3, repeats: int = 10,
-                seed: int = 0, progress: bool = True) -> pd.DataFrame:
-    """Decode step time (s) against batch and context, with and without CUDA graphs; bandwidth and MBU against the roofline."""
+                compiled_batches: tuple[int, ...] = (), seed: int = 0, progress: bool = True) -> pd.DataFrame:
+    """Decode step time (s) against batch and context, with and without CUDA graphs; bandwidth and MBU against the roofline.
+
+    Batches in ``compiled_batches`` are also run through ``torch.compile`` (fused elementwise kernels)
+    inside a CUDA graph: the fastest step this code can offer (column ``compiled``).
+    """
     import torch
 
     graphs = cuda_graphs if cuda_graphs is not None else ((False, True) if device == "cuda" else (False,))
     need = max(b * -(-L // block_size) * block_size for b in batches for L in contexts)
-    info, spec, dec, kc, vc, nb = _setup(model, device, card, need, block_size, dtype, memory_fraction, n_layers, seed)
+    reference = min(need, REFERENCE_KV_TOKENS)  # layers are dropped only to keep this much KV
+    info, spec, dec, kc, vc, nb = _setup(model, device, card, reference, block_size, dtype, memory_fraction, n_layers,
+                                         seed, max_kv_tokens=need)
     bw, peak = _peaks(info)
-    points = [(L, b, g) for L in contexts for b in batches for g in graphs]
+    points = [(L, b, g, False) for L in contexts for b in batches for g in graphs]
+    points += [(L, b, device == "cuda", True) for L in contexts for b in compiled_batches]
     rows = []
-    for L, b, g in tqdm(points, desc="decode_step", disable=not progress):
+    for L, b, g, compiled in tqdm(points, desc="decode_step", disable=not progress):
         blocks_each = -(-L // block_size)
         if b * blocks_each > kc.shape[1]:
             print(f"decode_step: batch {b} x context {L} does not fit the KV pool here; skipped")
@@ -120,11 +130,21 @@ def decode_step(model: str | ModelSpec = "qwen3-8b", batches: tuple[int, ...] = 
         tokens = torch.randint(0, spec.vocab_size, (b,), device=device)
         full = L % block_size == 0  # every row fills its blocks: no attention mask
         step = lambda: dec.decode(tokens, tables, lens, kc, vc, full)  # noqa: E731
-        fn = graphed(step, device) if g else step
+        if compiled:
+            try:
+                step = torch.compile(step, fullgraph=True, dynamic=False)
+                step()  # compile now, inside the try
+                fn = graphed(step, device) if g else step
+            except Exception as exc:  # no compiler toolchain here: say so, keep the other rows
+                print(f"decode_step: torch.compile failed for batch {b} ({type(exc).__name__}); skipped")
+                continue
+        else:
+            fn = graphed(step, device) if g else step
         t = median_time(fn, device, warmup, repeats)
         read = roofline.step_read_bytes(b, L, spec.matrix_weight_bytes(nb), spec.kv_bytes_per_token(nb))
         flops = b * spec.flops(1, L - 1, logits=1)
-        rows.append(dict(model=spec.name, layers=spec.n_layers, batch=b, context=L, cuda_graphs=g, step_s=t,
+        rows.append(dict(model=spec.name, layers=spec.n_layers, batch=b, context=L, cuda_graphs=g,
+                         compiled=compiled, step_s=t,
                          read_bytes=read, achieved_Bps=read / t, flops=flops, achieved_flops=flops / t,
                          mbu=read / t / bw if bw else None, mfu=flops / t / peak if peak else None,
                          predicted_s=roofline.step_time(b, flops / b, L, spec.matrix_weight_bytes(nb),
@@ -198,7 +218,7 @@ def verify_cost(model: str | ModelSpec = "qwen3-8b", positions: tuple[int, ...] 
 
 def attainable_mbu(rows: pd.DataFrame) -> float:
     """Best MBU of batch-1 decode with CUDA graphs in a decode_step record (the >= 70 % target of issue 13)."""
-    sel = rows[(rows["batch"] == 1) & rows["cuda_graphs"].astype(bool)]
+    sel = rows[(rows["batch"] == 1) & rows["cuda_graphs"].astype(bool)]  # compiled or not
     if sel.empty or sel["mbu"].isna().all():
         raise ValueError("rows must hold batch-1 CUDA-graph decode steps on a card with known peaks")
     return float(sel["mbu"].max())

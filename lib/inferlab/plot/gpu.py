@@ -139,10 +139,12 @@ def draw_decode(d: CellData, view: str | None = None) -> Figure:
             b = np.geomspace(1, 64, 20)
             ax.plot(b, _decode_prediction(b) * 1e3, "--", color=COLORS["weights"], label="roofline (reads at peak)")
     elif not d.rows.empty:
-        for (ctx, g), grp in d.rows.groupby(["context", "cuda_graphs"]):
+        rows = d.rows.assign(compiled=d.rows.get("compiled", False))
+        for (ctx, g, c), grp in rows.groupby(["context", "cuda_graphs", "compiled"]):
             y = grp["mbu"] if col == "mbu" else grp["step_s"] * 1e3
-            ax.plot(grp["batch"], y, "o-" if g else "s--", label=f"L={ctx}, {'CUDA graphs' if g else 'eager'}")
-            if col == "time" and grp["predicted_s"].notna().all() and g:
+            mode = "compiled + CUDA graphs" if c else "CUDA graphs" if g else "eager"
+            ax.plot(grp["batch"], y, "D" if c else "o-" if g else "s--", label=f"L={ctx}, {mode}")
+            if col == "time" and grp["predicted_s"].notna().all() and g and not c:
                 ax.plot(grp["batch"], grp["predicted_s"] * 1e3, ":", color=COLORS["weights"], label=f"roofline L={ctx}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("batch (requests per decode step)")
