@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 
 import hypothesis.strategies as st
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -158,6 +159,42 @@ def test_value_per_byte_hit_probability_is_per_use() -> None:
     assert _vpb(True).hit_probability(node, c) == pytest.approx(0.9)  # the hint wins when larger
 
 
+# ---- refused operations -------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [[1.9, 2.2], "ab", ["a", "b"], [True, False], [1, -1], [2**63], [None]])
+def test_token_ids_are_validated_by_match_peek_and_insert(bad) -> None:
+    c = RadixCache(100)
+    c.insert([1, 2, 3])
+    for call in (c.match, c.peek, c.insert):
+        with pytest.raises(ValueError, match="tokens"):
+            call(bad)
+    assert c.size == 3 and c.clock == 1 and [n.key for n in c.nodes()] == [(1, 2, 3)]
+    assert c.match(np.array([1, 2, 9])).length == 2  # numpy ids are fine
+    assert all(type(t) is int for n in c.nodes() for t in n.key)
+
+
+def test_lock_of_an_evicted_node_and_unlock_without_a_lock_are_refused() -> None:
+    c = RadixCache(10)
+    c.insert([1, 2, 3])
+    m = c.match([1, 2, 3])
+    assert c.evict(10) == 3
+    with pytest.raises(ValueError, match="not in the cache"):
+        c.lock(m.node)  # it would protect nothing
+    assert c.root.lock_ref == 0
+    with pytest.raises(ValueError, match="not locked"):
+        c.unlock(c.root)
+    with pytest.raises(ValueError, match="not in the cache"):
+        RadixCache(10).lock(c.root)  # a node of another cache
+    with pytest.raises(ValueError, match="node"):
+        c.lock("root")
+    c.insert([4, 5])
+    node = c.match([4, 5]).node
+    c.lock(node)
+    c.unlock(node)
+    with pytest.raises(ValueError, match="not locked"):
+        c.unlock(node)  # a refused unlock changes nothing
+    assert node.lock_ref == 0 and c.root.lock_ref == 0
+
+
 # ---- stateful ----------------------------------------------------------------------------
 _TOK = st.integers(0, 3)
 
@@ -206,9 +243,17 @@ class RadixMachine(RuleBasedStateMachine):
     @rule(n=st.integers(0, 50))
     def evict(self, n: int) -> None:
         evictable = self.cache.evictable_tokens
+        before = list(self.cache.nodes())
         freed = self.cache.evict(n)
         assert freed >= min(n, evictable) or freed == evictable
         assert freed <= evictable
+        alive = set(map(id, self.cache.nodes()))
+        for node in before:
+            if id(node) not in alive:  # an evicted node can be neither locked nor unlocked
+                with pytest.raises(ValueError, match="not in the cache"):
+                    self.cache.lock(node)
+                with pytest.raises(ValueError, match="not in the cache"):
+                    self.cache.unlock(node)
 
     @invariant()
     def structure(self) -> None:
@@ -234,7 +279,7 @@ class RadixMachine(RuleBasedStateMachine):
                     n = n.parent
                 expected += n is node
             assert node.lock_ref == expected
-        assert c.root.lock_ref == 1 + len(self.locks)
+        assert c.root.lock_ref == len(self.locks)
 
     @invariant()
     def peek_is_the_longest_cached_prefix(self) -> None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from ._validate import fraction, non_negative_int, positive, positive_int
 from .calibration import PREFILL_MFU_BATCH1, prefill_time
 from .roofline import efficiency
+from .token_ids import token_ids
 
 
 @dataclass(eq=False)
@@ -102,7 +103,7 @@ class RadixCache:
     def __init__(self, capacity_tokens: int, policy: LRU | ValuePerByte | None = None) -> None:
         self.capacity = positive_int("capacity_tokens", capacity_tokens)
         self.policy = policy or LRU()
-        self.root = RadixNode(lock_ref=1)  # the root is never evicted
+        self.root = RadixNode()  # never evicted (eviction takes leaves below it); locked only by lock()
         self.size = 0
         self.clock = 0
         self.evicted_tokens = 0
@@ -110,15 +111,17 @@ class RadixCache:
     # ---- lookups ---------------------------------------------------------------------
     def match(self, tokens: Sequence[int]) -> Match:
         """Longest cached prefix of ``tokens``; touches the path (access time, hits); splits a partial edge."""
+        tokens = tuple(token_ids(tokens))
         self.clock += 1
-        return self._walk(tuple(int(t) for t in tokens), touch=True)
+        return self._walk(tokens, touch=True)
 
     def peek(self, tokens: Sequence[int]) -> int:
         """Length of the longest cached prefix, changing nothing."""
+        tokens = tuple(token_ids(tokens))
         node, i = self.root, 0
-        while i < len(tokens) and int(tokens[i]) in node.children:
-            child = node.children[int(tokens[i])]
-            k = _common(child.key, tuple(int(t) for t in tokens[i:i + len(child.key)]))
+        while i < len(tokens) and tokens[i] in node.children:
+            child = node.children[tokens[i]]
+            k = _common(child.key, tokens[i:i + len(child.key)])
             i += k
             if k < len(child.key):
                 break
@@ -127,18 +130,18 @@ class RadixCache:
 
     # ---- locks -----------------------------------------------------------------------
     def lock(self, node: RadixNode) -> None:
-        """Protect ``node`` and its ancestors from eviction (a request is using them)."""
-        while node is not None:
-            node.lock_ref += 1
-            node = node.parent
+        """Protect ``node`` and its ancestors from eviction (a request is using them); it must be in the tree."""
+        path = self._path(node)
+        for n in path:
+            n.lock_ref += 1
 
     def unlock(self, node: RadixNode) -> None:
-        """Release a ``lock``."""
-        while node is not None:
-            if node.lock_ref <= 0:
-                raise ValueError("node is not locked")
-            node.lock_ref -= 1
-            node = node.parent
+        """Release a ``lock`` of ``node`` (ValueError if it holds none); nothing changes on refusal."""
+        path = self._path(node)
+        if any(n.lock_ref <= 0 for n in path):
+            raise ValueError("node is not locked")
+        for n in path:
+            n.lock_ref -= 1
 
     # ---- insertion and eviction ------------------------------------------------------
     def insert(self, tokens: Sequence[int], reuse_hint: float | None = None, tick: bool = True) -> int:
@@ -151,7 +154,7 @@ class RadixCache:
         """
         if reuse_hint is not None:
             fraction("reuse_hint", reuse_hint)
-        tokens = tuple(int(t) for t in tokens)
+        tokens = tuple(token_ids(tokens))
         if tick:
             self.clock += 1
         m = self._walk(tokens, touch=False, refresh=True)
@@ -220,6 +223,19 @@ class RadixCache:
         return tuple(t for part in reversed(parts) for t in part)
 
     # ---- internals -------------------------------------------------------------------
+    def _path(self, node: RadixNode) -> list[RadixNode]:
+        """``node`` and its ancestors up to the root; ValueError if ``node`` was evicted or is not in this tree."""
+        if not isinstance(node, RadixNode):
+            raise ValueError(f"node must be a RadixNode of this cache, got {type(node).__name__}")
+        path = [node]
+        while node is not self.root:
+            parent = node.parent
+            if parent is None or not node.key or parent.children.get(node.key[0]) is not node:
+                raise ValueError("node is not in the cache (evicted, or from another cache)")
+            path.append(parent)
+            node = parent
+        return path
+
     def _entry(self, node: RadixNode) -> tuple[float, int, int, RadixNode]:
         return (self.policy.score(node, self), node.last_access, id(node), node)
 
