@@ -203,7 +203,7 @@ def run_events(requests: Sequence["Request"], policy: str, cost: TotalsCost, max
     makespan = float(ends[first_tok + out - 1].max()) - min(arrival)
     first_work = start_arr[np.array(admitted_at, dtype=np.int64)]
     if record_iterations:
-        work = EventWork(requests, first_tok, np.array(pieces, dtype=np.int64).reshape(-1, 5), len(starts))
+        work = EventWork(requests, first_tok, np.array(pieces, dtype=np.int64).reshape(-1, 5))
         log = IterationLog(start_arr, durations, work)
     else:
         log = IterationLog([], [], lambda k: ())

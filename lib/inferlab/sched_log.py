@@ -96,39 +96,30 @@ class EventWork:
 
     A decoding request runs in every iteration from the one after its prompt completes to the
     one that emits its last token, so its decodes are a range; prompt pieces are stored one per row
-    (iteration, request, tokens, cached, emits). Order within an iteration is the engine's plan:
-    decodes in admission order, then pieces in admission order.
+    (iteration, request, tokens, cached, emits), in iteration order. Order within an iteration is the
+    engine's plan: decodes in admission order, then pieces in admission order. Memory is O(requests).
     """
 
-    def __init__(self, requests: Sequence["Request"], first_token_iter: np.ndarray, pieces: np.ndarray,
-                 n_iterations: int) -> None:
+    def __init__(self, requests: Sequence["Request"], first_token_iter: np.ndarray, pieces: np.ndarray) -> None:
         self._requests = requests
         self._prompt = np.fromiter((r.prompt_tokens for r in requests), dtype=np.int64, count=len(requests))
-        self._output = np.fromiter((r.output_tokens for r in requests), dtype=np.int64, count=len(requests))
+        output = np.fromiter((r.output_tokens for r in requests), dtype=np.int64, count=len(requests))
         self._first = first_token_iter
+        self._last = first_token_iter + output - 1  # iteration of the last token
+        self._by_first = np.argsort(first_token_iter, kind="stable")
+        self._first_sorted = first_token_iter[self._by_first]
+        self._longest = int(output.max())
         self._pieces = pieces.reshape(-1, 5)
-        self._n = n_iterations
-        self._index: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
-    def _build(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        counts = self._output - 1
-        total = int(counts.sum())
-        req = np.repeat(np.arange(len(self._requests)), counts)
-        offset_in_run = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-        it = np.repeat(self._first + 1, counts) + offset_in_run
-        order = np.lexsort((req, it))
-        steps = np.arange(self._n + 1)
-        decode_off = np.searchsorted(it[order], steps)
-        piece_off = np.searchsorted(self._pieces[:, 0], steps)
-        return req[order], decode_off, piece_off
+    def _decoding(self, k: int) -> np.ndarray:
+        """Requests (arrival-order indices, ascending) that decode in iteration ``k``: first < k <= last."""
+        lo, hi = np.searchsorted(self._first_sorted, [k - self._longest + 1, k])
+        candidates = self._by_first[lo:hi]
+        return np.sort(candidates[self._last[candidates] >= k])
 
     def __call__(self, k: int) -> tuple[Work, ...]:
-        if self._index is None:
-            self._index = self._build()
-        dec_req, dec_off, piece_off = self._index
         reqs, prompt, first = self._requests, self._prompt, self._first
-        work = [Work(reqs[i], "decode", 1, int(prompt[i] + k - first[i] - 1), 1)
-                for i in dec_req[dec_off[k]:dec_off[k + 1]].tolist()]
-        work += [Work(reqs[i], "prefill", c, h, e)
-                 for _, i, c, h, e in self._pieces[piece_off[k]:piece_off[k + 1]].tolist()]
+        work = [Work(reqs[i], "decode", 1, int(prompt[i] + k - first[i] - 1), 1) for i in self._decoding(k).tolist()]
+        lo, hi = np.searchsorted(self._pieces[:, 0], [k, k + 1])
+        work += [Work(reqs[i], "prefill", c, h, e) for _, i, c, h, e in self._pieces[lo:hi].tolist()]
         return tuple(work)
