@@ -19,6 +19,8 @@ def test_kv_bytes_per_format() -> None:
     assert long_q8 == 631.125 * MiB
     assert round(16 * long_q8 / GiB, 2) == 9.86 and 16 * long_q8 < 12 * GiB
     assert (1152 - 612, 1152 - 324) == (540, 828)
+    fit = {f: kc.requests_that_fit(12 * GiB, QWEN, 8192, 256, f) for f in ("bf16", "q8_0", "q4_0")}
+    assert fit == {"bf16": 10, "q8_0": 19, "q4_0": 36}
 
 
 def test_read_saving() -> None:

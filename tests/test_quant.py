@@ -77,6 +77,19 @@ def test_q2_K_layout_by_hand() -> None:
     assert np.array_equal(y, (0.5 * sub * k - 0.25).astype(np.float32))
 
 
+def test_q2_K_fields_decode_the_block() -> None:
+    x = weights((1, 256), seed=6)
+    blk = quantize(x, "q2_K")
+    f = quant.q2_K_fields(blk)
+    codes = ((blk[0, 16:80].reshape(2, 1, 32) >> np.array([0, 2, 4, 6], np.uint8)[None, :, None]) & 3).reshape(16, 16)
+    y = (f["step d*s_j"].to_numpy(np.float32)[:, None] * codes - f["offset dmin*m_j"].to_numpy(np.float32)[:, None])
+    assert np.array_equal(y.astype(np.float32).ravel(), dequantize(blk, "q2_K").ravel())
+    t = quant.format_table()
+    assert t.loc["q2_K", "bits per value"] == 2.625 and round(t.loc["q2_K", "metadata share"], 2) == 0.24
+    with pytest.raises(ValueError, match="multiple of 84"):
+        quant.q2_K_fields(blk[:, :40])
+
+
 def test_q2_K_round_trip_error_and_bits() -> None:
     x = weights((8, 4096), seed=3)
     errs = {f: float(np.sqrt(np.mean((quant.round_trip(x, f) - x) ** 2)) / x.std()) for f in quant.GGML_FORMATS}

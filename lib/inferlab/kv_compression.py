@@ -31,6 +31,13 @@ def kv_bytes_in_format(model: ModelSpec, prompt_tokens: int, output_tokens: int,
     return bf16 * block_format(fmt).ratio_to(2.0)
 
 
+def requests_that_fit(budget_bytes: float, model: ModelSpec, prompt_tokens: int, output_tokens: int, fmt: str,
+                      block_size: int = 16) -> int:
+    """Independent requests whose KV, stored in ``fmt``, fits in ``budget_bytes`` (no sharing)."""
+    per = kv_bytes_in_format(model, prompt_tokens, output_tokens, fmt, block_size)
+    return int(non_negative("budget_bytes", budget_bytes) // per)
+
+
 # ---- read saving vs conversion --------------------------------------------------------------
 
 

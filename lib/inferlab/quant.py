@@ -85,6 +85,16 @@ FORMATS: dict[str, BlockFormat] = {
 GGML_FORMATS = ("q8_0", "q4_0", "q2_K")
 
 
+def format_table(names: tuple[str, ...] = ("bf16", "q8_0", "q4_0", "q2_K")) -> "pd.DataFrame":
+    """Per format: values and bytes per group, code and metadata bytes, bits per value, metadata share."""
+    import pandas as pd
+
+    rows = [{"format": n, "values per group": f.block_values, "bytes per group": f.block_bytes,
+             "code bytes": f.code_bytes, "metadata bytes": f.meta_bytes, "bits per value": f.bits_per_value,
+             "metadata share": f.metadata_share} for n, f in ((n, block_format(n)) for n in names)]
+    return pd.DataFrame(rows).set_index("format")
+
+
 def block_format(fmt: str) -> BlockFormat:
     """The ``BlockFormat`` named ``fmt`` (one of FORMATS)."""
     return FORMATS[one_of("fmt", fmt, FORMATS)]
@@ -294,6 +304,17 @@ def _q2_K_decode(blk: np.ndarray) -> np.ndarray:
     out *= dl
     out -= ml
     return out.reshape(n, 256)
+
+
+def q2_K_fields(block: np.ndarray) -> "pd.DataFrame":
+    """The 16 sub-blocks of one q2_K block: 4-bit scale and min codes, and the step d*s_j and offset dmin*m_j."""
+    import pandas as pd
+
+    blk = _check_bytes(np.asarray(block).reshape(-1)[:84], FORMATS["q2_K"]).reshape(1, 84)
+    sc = blk[0, :16]
+    d, dmin = float(_fp16_at(blk, 80)[0, 0]), float(_fp16_at(blk, 82)[0, 0])
+    return pd.DataFrame({"scale code s_j": sc & 15, "min code m_j": sc >> 4, "step d*s_j": d * (sc & 15),
+                         "offset dmin*m_j": dmin * (sc >> 4)}, index=pd.RangeIndex(16, name="sub-block"))
 
 
 _CODECS = {
