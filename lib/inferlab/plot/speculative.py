@@ -138,7 +138,8 @@ def round_cost_explorer() -> Explorer:
 # ---- 8.5.3 ---------------------------------------------------------------------------------------
 def draft_sources_figure(stages: pd.DataFrame) -> Figure:
     """Stacked stage times per round (draft, prepare, verify, accept) of each draft source, and time per token."""
-    fig, axes = new_figure(1, 2, width=7.0, height=3.2)
+    fig, axes = new_figure(1, 2, width=7.0, height=3.4)
+    fig.subplots_adjust(left=1.75 / 7.0, right=0.97, wspace=0.12, bottom=0.55 / 3.4, top=1 - 0.6 / 3.4)
     left = np.zeros(len(stages))
     colors = {"draft (ms)": COLORS["highlight"], "prepare (ms)": COLORS["accent"], "verify (ms)": COLORS["prefill"],
               "accept (ms)": COLORS["decode"]}
@@ -146,32 +147,31 @@ def draft_sources_figure(stages: pd.DataFrame) -> Figure:
     for col, color in colors.items():
         axes[0].barh(y, stages[col], left=left, color=color, label=col.replace(" (ms)", ""))
         left += stages[col].to_numpy()
-    axes[0].set_yticks(y, stages.index), axes[0].invert_yaxis(), axes[0].set_xlabel("ms per round")
-    axes[0].legend(fontsize=8, loc="lower right")
+    labels = [name.replace(", ", "\n") for name in stages.index]
+    axes[0].set_yticks(y, labels), axes[0].invert_yaxis(), axes[0].set_xlabel("ms per round")
+    axes[0].legend(fontsize=8, ncols=4, loc="lower left", bbox_to_anchor=(0.0, 1.0))
     axes[1].barh(y, stages["ms per token"], color=COLORS["decode"])
     axes[1].axvline(PLAIN_STEP_S / ms, color=COLORS["deadline"], ls=":")
     axes[1].set_yticks(y, [""] * len(y)), axes[1].invert_yaxis(), axes[1].set_xlabel("ms per output token")
     for i, v in enumerate(stages["ms per token"]):
         axes[1].text(v + 0.3, i, f"{v:.1f}", va="center", fontsize=9)
-    return caption(fig, "Draft sources stage by stage (left) and per output token (right, dotted: plain decode "
-                        "26.26 ms). Serial drafting pays one draft forward per token; parallel drafting pays one.")
+    return caption(fig, "Draft sources stage by stage (left; prepare and accept are one-off or negligible per round) "
+                        "and per output token (right; dotted: plain decode, 26.26 ms).")
 
 
 def decoder_rounds_figure(result: DecodeResult, title: str) -> Figure:
-    """Tokens emitted by each verification round of the real decoder, and the running acceptance rate."""
+    """Tokens emitted by each verification round of the real decoder (top) and the running acceptance rate (bottom)."""
     emitted = np.array([len(r.emitted) for r in result.rounds])
     drafted = np.array([r.drafted for r in result.rounds])
     accepted = np.array([r.accepted for r in result.rounds])
-    fig, ax = new_figure(width=7.0, height=2.8)
+    fig, (top, bottom) = new_figure(2, 1, width=7.0, height=3.8)
     x = np.arange(1, emitted.size + 1)
-    ax.bar(x, emitted, color=COLORS["decode"], width=1.0, label="tokens emitted")
-    ax.plot(x, drafted + 1, color=COLORS["unused"], lw=1, drawstyle="steps-mid", label="drafted + 1 (upper bound)")
-    running = np.cumsum(accepted) / np.maximum(np.cumsum(drafted), 1)
-    twin = ax.twinx()
-    twin.plot(x, running, color=COLORS["highlight"], label="acceptance so far")
-    twin.set_ylim(0, 1.05), twin.set_ylabel("acceptance rate"), twin.grid(False)
-    ax.set_xlabel("verification round"), ax.set_ylabel("tokens per round")
-    ax.legend(loc="upper left", fontsize=8), twin.legend(loc="lower right", fontsize=8)
+    top.bar(x, emitted, color=COLORS["decode"], width=1.0, label="tokens emitted")
+    top.step(x, drafted + 1, where="mid", color="#444444", lw=0.8, label="drafted + 1 (most possible)")
+    top.set_ylabel("tokens"), top.set_ylim(0, drafted.max(initial=0) + 2.5)
+    top.legend(fontsize=8, ncols=2, loc="upper right")
+    bottom.plot(x, np.cumsum(accepted) / np.maximum(np.cumsum(drafted), 1), color=COLORS["highlight"])
+    bottom.set_ylim(0, 1.05), bottom.set_ylabel("acceptance\nso far"), bottom.set_xlabel("verification round")
     return caption(fig, f"{title}: {result.accepted} of {result.drafted} drafts accepted "
                         f"({result.acceptance_rate:.0%}), {result.tokens_per_round:.2f} tokens per round.")
 
