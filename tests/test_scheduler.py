@@ -222,6 +222,8 @@ def test_idle_engine_waits_for_the_next_arrival():
         ({"policy": "continuous", "max_running": 0}, "max_running"),
         ({"policy": "continuous", "token_budget": 1000}, "token_budget"),
         ({"policy": "chunked", "token_budget": 1, "max_running": 2}, "token_budget"),
+        ({"policy": "chunked", "token_budget": 4096, "whole_chunks": "no"}, "whole_chunks"),
+        ({"policy": "fixed", "record_iterations": None}, "record_iterations"),
     ],
 )
 def test_bad_arguments_raise(kwargs, match):

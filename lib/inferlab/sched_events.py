@@ -78,6 +78,8 @@ def run_events(requests: Sequence["Request"], policy: str, cost: TotalsCost, max
     pieces: list[tuple[int, int, int, int, int]] = []  # (iteration, request, tokens, cached, emits)
     prefilling: list[list[int]] = []  # [request, tokens prefilled] of admitted prompts not yet done (chunked)
     finishing: dict[int, list[int]] = {}  # iteration -> requests emitting their last token in it
+    add_start, add_duration, add_piece = starts.append, durations.append, pieces.append
+    done: list[int] = []  # requests whose prompt completes in this iteration
     now = 0.0
     k = arrived = admitted = running = decoders = decode_pairs = 0
     while admitted < n or running:
@@ -86,7 +88,6 @@ def run_events(requests: Sequence["Request"], policy: str, cost: TotalsCost, max
         if not running and admitted == arrived:
             now = arrival[arrived]
             continue
-        done: list[int] = []
         if fixed and running:  # a fixed batch only decodes until all of it is done
             tokens = logits = decoders
             pairs = kv = decode_pairs
@@ -111,11 +112,11 @@ def run_events(requests: Sequence["Request"], policy: str, cost: TotalsCost, max
                                 if pre + c == prompt[i]:
                                     logits += 1
                                     done.append(i)
-                                    pieces.append((k, i, c, pre, 1))
+                                    add_piece((k, i, c, pre, 1))
                                 else:
                                     entry[1] = pre + c
                                     still.append(entry)
-                                    pieces.append((k, i, c, pre, 0))
+                                    add_piece((k, i, c, pre, 0))
                                 continue
                         still.append(entry)
                     prefilling = still
@@ -139,10 +140,10 @@ def run_events(requests: Sequence["Request"], policy: str, cost: TotalsCost, max
                     if c == p:
                         logits += 1
                         done.append(i)
-                        pieces.append((k, i, c, 0, 1))
+                        add_piece((k, i, c, 0, 1))
                     else:
                         prefilling.append([i, c])
-                        pieces.append((k, i, c, 0, 0))
+                        add_piece((k, i, c, 0, 0))
             else:
                 while (running < max_running and admitted < arrived
                        and (can_admit is None or can_admit(requests[admitted])) and prompt[admitted] <= budget):
@@ -159,7 +160,7 @@ def run_events(requests: Sequence["Request"], policy: str, cost: TotalsCost, max
                     logits += 1
                     budget -= c
                     done.append(i)
-                    pieces.append((k, i, c, 0, 1))
+                    add_piece((k, i, c, 0, 1))
         if not tokens:
             raise RuntimeError(f"policy {policy!r} planned no work with {running} running "
                                f"and {arrived - admitted} waiting")
@@ -169,20 +170,22 @@ def run_events(requests: Sequence["Request"], policy: str, cost: TotalsCost, max
         end = now + duration
         if end <= now:
             raise clock_stalled(now, duration)
-        starts.append(now)
-        durations.append(duration)
+        add_start(now)
+        add_duration(duration)
         now = end
         decode_pairs += decoders
         finished = finishing.pop(k, None)
-        for i in done:
-            first_token_at[i] = k
-            g = output[i]
-            if g == 1:
-                finished = [i] if finished is None else finished + [i]
-            else:
-                decoders += 1
-                decode_pairs += prompt[i] + 1
-                finishing.setdefault(k + g - 1, []).append(i)
+        if done:
+            for i in done:
+                first_token_at[i] = k
+                g = output[i]
+                if g == 1:
+                    finished = [i] if finished is None else finished + [i]
+                else:
+                    decoders += 1
+                    decode_pairs += prompt[i] + 1
+                    finishing.setdefault(k + g - 1, []).append(i)
+            done.clear()
         if finished is not None:
             finished.sort()
             for i in finished:

@@ -270,6 +270,9 @@ def simulate(
             raise ValueError("chunk_tokens applies to policy 'chunked' only")
     if not callable(cost):
         raise ValueError(f"cost must be a callable on a sequence of Work (a CostFn), got {cost!r}")
+    for flag, value in (("whole_chunks", whole_chunks), ("record_iterations", record_iterations)):
+        if not isinstance(value, bool):
+            raise ValueError(f"{flag} must be True or False, got {value!r}")
     if policy != "chunked" and token_budget is not None:
         too_long = next((r for r in requests if r.prompt_tokens > token_budget), None)
         if too_long is not None:
