@@ -66,13 +66,16 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = True) 
     g = _groups(n_heads, n_kv)
     if n_new == 0:
         return np.zeros((0, n_heads, d), np.float32)
-    qg = q.astype(np.float32).reshape(n_new, n_kv, g, d)
-    scores = np.einsum("nkgd,mkd->kgnm", qg, k.astype(np.float32)) * np.float32(1 / np.sqrt(d))
+    # [n_kv, g * n_new, d] @ [n_kv, d, n_ctx]: one BLAS matmul per KV head
+    qg = q.astype(np.float32, copy=False).reshape(n_new, n_kv, g, d).transpose(1, 2, 0, 3).reshape(n_kv, g * n_new, d)
+    kt = k.astype(np.float32, copy=False).transpose(1, 2, 0)
+    scores = (qg @ kt).reshape(n_kv, g, n_new, n_ctx) * np.float32(1 / np.sqrt(d))
     if causal:
         pos = np.arange(n_ctx - n_new, n_ctx)
-        scores = np.where(np.arange(n_ctx)[None, :] <= pos[:, None], scores, -np.inf)
-    out = np.einsum("kgnm,mkd->nkgd", _softmax_rows(scores), v.astype(np.float32))
-    return out.reshape(n_new, n_heads, d)
+        scores = np.where(np.arange(n_ctx)[None, :] <= pos[:, None], scores, np.float32(-np.inf))
+    p = _softmax_rows(scores).reshape(n_kv, g * n_new, n_ctx)
+    out = p @ v.astype(np.float32, copy=False).transpose(1, 0, 2)  # [n_kv, g * n_new, d]
+    return out.reshape(n_kv, g, n_new, d).transpose(2, 0, 1, 3).reshape(n_new, n_heads, d)
 
 
 def _check_cache(k_cache: object, v_cache: object) -> tuple[np.ndarray, np.ndarray]:
@@ -122,11 +125,12 @@ def paged_attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, blo
     valid = pos[None, :] < lens[:, None]  # [batch, max_ctx]
     blocks = np.where(valid, bt[:, pos // block_size], 0)
     slots = pos % block_size
-    k = kc[blocks, slots].astype(np.float32)  # [batch, max_ctx, n_kv, d]
-    v = vc[blocks, slots].astype(np.float32)
-    qg = q.astype(np.float32).reshape(batch, n_kv, g, d)
+    k = kc[blocks, slots].astype(np.float32, copy=False)  # [batch, max_ctx, n_kv, d]
+    v = vc[blocks, slots].astype(np.float32, copy=False)
+    # g query rows per KV head: matrix-vector work, where einsum's loops beat many tiny BLAS calls
+    qg = q.astype(np.float32, copy=False).reshape(batch, n_kv, g, d)
     scores = np.einsum("bkgd,bmkd->bkgm", qg, k) * np.float32(1 / np.sqrt(d))
-    scores = np.where(valid[:, None, None, :], scores, -np.inf)
+    scores = np.where(valid[:, None, None, :], scores, np.float32(-np.inf))
     out = np.einsum("bkgm,bmkd->bkgd", _softmax_rows(scores), v)
     return out.reshape(batch, n_heads, d)
 
