@@ -65,3 +65,17 @@ def test_step_breakdown_figure_draws_one_bar_pair_per_batch() -> None:
     assert isinstance(fig, Figure)
     ax = fig.axes[0]
     assert len(ax.patches) == 8 and [t.get_text() for t in ax.get_xticklabels()] == ["b = 1", "b = 4", "b = 16", "b = 64"]
+
+
+def test_kv_capacity_table_is_the_chapter_table() -> None:
+    table = example.kv_capacity_table()
+    assert table.index.tolist() == ["short chat", "long context"]
+    assert table["tokens held"].tolist() == [2303, 8447]
+    assert table["after prefill (MiB)"].tolist() == [288, 1152]
+    assert table["at completion (MiB)"].tolist() == [324, 1188]
+    assert table["fit in 12 GiB"].tolist() == [37, 10]
+    smaller = example.kv_capacity_table(kv_budget_bytes=6 * GiB, block_size=512)
+    assert smaller["at completion (MiB)"].tolist() == [360, 1224]  # 2303 -> 2560 tokens, 8447 -> 8704
+    assert smaller["fit in 6 GiB"].tolist() == [6144 // 360, 6144 // 1224]
+    with pytest.raises(ValueError, match="block_size"):
+        example.kv_capacity_table(block_size=0)

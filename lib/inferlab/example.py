@@ -11,10 +11,11 @@ from ._validate import non_negative_int, positive_int
 from .calibration import decode_step_table
 from .datasets import published
 from .hardware import ACCELERATORS, Accelerator
+from .memory import kv_tokens, max_concurrent_requests, request_kv_bytes
 from .models import MODELS, ModelSpec
 from .roofline import decode_flops_per_request, step_read_bytes
 from .timeline import RequestTimes, single_request
-from .units import GB, GiB
+from .units import GB, GiB, MiB
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,18 @@ def memory_split() -> pd.DataFrame:
         index=["weights (BF16)", "KV cache and auxiliary buffers", "activations, graph replay, workspace",
                "instance total"],
     ).round(2)
+
+
+def kv_capacity_table(kv_budget_bytes: float = KV_BUDGET_BYTES, block_size: int = 16) -> pd.DataFrame:
+    """Per request class: tokens held at completion, KV after prefill and at completion (MiB), and how many fit."""
+    rows = {c.name: {"tokens held": kv_tokens(c.prompt_tokens, c.output_tokens),
+                     "after prefill (MiB)": request_kv_bytes(MODEL, c.prompt_tokens, 1, block_size) / MiB,
+                     "at completion (MiB)": request_kv_bytes(MODEL, c.prompt_tokens, c.output_tokens,
+                                                             block_size) / MiB,
+                     f"fit in {kv_budget_bytes / GiB:g} GiB": max_concurrent_requests(
+                         kv_budget_bytes, MODEL, c.prompt_tokens, c.output_tokens, block_size)}
+            for c in (SHORT, LONG)}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("request")
 
 
 def decode_step_breakdown(context_tokens: int = 2048) -> pd.DataFrame:

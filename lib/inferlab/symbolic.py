@@ -15,16 +15,16 @@ n_layer = L  # the number of layers (``L`` is the old Python name; $L$ in the bo
 KV_PER_TOKEN = 2 * L * H_kv * d_h * s_kv
 
 M_w, M_KV, M_a, M_u, C = sp.symbols(r"M_w M_{\mathrm{KV}} M_a M_u C", nonnegative=True)
-#: The memory inequality of one accelerator.
-MEMORY_FITS = sp.Le(M_w + M_KV + M_a + M_u, C)
+#: The memory inequality of one accelerator (terms kept in reading order; print with ``order="none"``).
+MEMORY_FITS = sp.Le(sp.Add(M_w, M_KV, M_a, M_u, evaluate=False), C)
 
 # ---- 8.1.3 request time -----------------------------------------------------------------
 t_a, t_1, t_G, T_q, T_p, ITL, G = sp.symbols(r"t_a t_1 t_G T_{\mathrm{queue}} T_{\mathrm{prefill}} \mathrm{ITL} G",
                                              positive=True)
 #: Time to first token of a request: queueing plus prefill.
 TTFT = T_q + T_p
-#: Request time of a request with a constant inter-token latency: TTFT + (G - 1) ITL.
-REQUEST_TIME = TTFT + (G - 1) * ITL
+#: Request time of a request with a constant inter-token latency: TTFT + (G - 1) ITL (reading order kept).
+REQUEST_TIME = sp.Add(T_q, T_p, sp.Mul(sp.Add(G, -1, evaluate=False), ITL, evaluate=False), evaluate=False)
 
 b, T_step = sp.symbols(r"b T_{\mathrm{step}}", positive=True)
 #: Output throughput R_out of a decode batch: b tokens per step.
