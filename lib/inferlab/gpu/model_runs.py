@@ -201,7 +201,7 @@ def verify_cost(model: str | ModelSpec = "qwen3-8b", positions: tuple[int, ...] 
     table = _random_tables(1, blocks_each, kc.shape[1], device, seed)
     lens = torch.tensor([context + 1], device=device)
     tok = torch.randint(0, spec.vocab_size, (1,), device=device)
-    step = lambda: dec.decode(tok, table, lens, kc, vc, (context + 1) % block_size == 0)  # noqa: E731
+    step = lambda: dec.decode(tok, table, lens, kc, vc, context + 1 == blocks_each * block_size)  # noqa: E731
     decode_s = median_time(graphed(step, device) if graphs else step, device, warmup, repeats)
     rows = []
     for k in tqdm(positions, desc="verify_cost", disable=not progress):
