@@ -13,7 +13,7 @@ from inferlab.prompt_lookup import ModelDrafter, PromptLookup, lookup_draft
 from inferlab.speculative_decoder import speculative_decode
 
 TARGET = NgramLM.fit()
-DRAFT_MODEL = NgramLM.fit(order=2, copy_weight=0.6)
+DRAFT_MODEL = NgramLM.fit(order=2)
 PROMPT = TARGET.encode("the draft proposes tokens. the target model checks them. the draft proposes ")
 
 

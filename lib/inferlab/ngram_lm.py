@@ -89,8 +89,8 @@ class NgramLM:
             raise ValueError("base rows must be positive distributions")
 
     @classmethod
-    def fit(cls, text: str = TRAINING_TEXT, order: int = 3, smoothing: float = 0.05, copy_order: int = 4,
-            copy_weight: float = 0.6) -> NgramLM:
+    def fit(cls, text: str = TRAINING_TEXT, order: int = 3, smoothing: float = 0.002, copy_order: int = 4,
+            copy_weight: float = 0.85) -> NgramLM:
         """Estimate the base n-gram from ``text`` with add-``smoothing`` counts."""
         positive_int("order", order)
         positive("smoothing", smoothing)
