@@ -80,6 +80,23 @@ def test_batched_decode_equals_one_by_one(model: TinyQwen3) -> None:
         np.testing.assert_allclose(batched.read(1, i)[1], single.read(1, i)[1], **TOL)
 
 
+@settings(max_examples=10, deadline=None)
+@given(lengths=st.lists(st.integers(1, 25), min_size=1, max_size=5), block_size=st.sampled_from([1, 3, 8]),
+       steps=st.integers(1, 4), seed=st.integers(0, 999))
+def test_batched_decode_equals_reference_on_random_batches(model: TinyQwen3, lengths: list[int], block_size: int,
+                                                           steps: int, seed: int) -> None:
+    prompts = [_prompt(seed + i, n) for i, n in enumerate(lengths)]
+    cache = model.new_cache(sum(-(-(n + steps) // block_size) for n in lengths) + 1, block_size)
+    seqs = [list(p) for p in prompts]
+    nxt = [int(np.argmax(model.prefill(cache, i, p))) for i, p in enumerate(prompts)]
+    for _ in range(steps):
+        logits = model.decode(cache, list(range(len(prompts))), nxt)
+        for i, t in enumerate(nxt):
+            seqs[i].append(t)
+            np.testing.assert_allclose(logits[i], model.forward(seqs[i])[-1], **TOL)
+        nxt = np.argmax(logits, axis=-1).tolist()
+
+
 def test_decode_reproduces_reference_greedy(model: TinyQwen3) -> None:
     prompt = _prompt(11, 13)
     out = model.generate(model.new_cache(16, 4), "s", prompt, 8)

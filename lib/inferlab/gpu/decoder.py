@@ -33,15 +33,16 @@ def paged_attention(q: "torch.Tensor", k_cache: "torch.Tensor", v_cache: "torch.
     """One decode token per sequence over K/V read through block tables: ``[batch, n_heads, d]`` (q's dtype).
 
     ``context_lens`` None means every row fills all its blocks (no mask: the fastest attention path).
+    Padding entries (-1) must be replaced by any valid block id first (``block_tables.clamp(min=0)``).
     """
     k, v = gather_blocks(k_cache, block_tables), gather_blocks(v_cache, block_tables)
     return contiguous_attention(q, k, v, context_lens)
 
 
 def gather_blocks(cache: "torch.Tensor", block_tables: "torch.Tensor") -> "torch.Tensor":
-    """Each row's blocks, in table order, as one tensor ``[batch, max_blocks * block_size, n_kv, d]``."""
+    """Each row's blocks, in table order, as one tensor ``[batch, max_blocks * block_size, n_kv, d]``; tables hold no -1."""
     b, m = block_tables.shape
-    return cache[block_tables.clamp(min=0)].reshape(b, m * cache.shape[1], *cache.shape[2:])
+    return cache[block_tables].reshape(b, m * cache.shape[1], *cache.shape[2:])
 
 
 def contiguous_attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor",
@@ -187,12 +188,13 @@ class TorchDecoder:
         rows = torch.arange(tokens.shape[0], device=tokens.device)
         slots = block_tables[rows, pos // bs] * bs + pos % bs
         x, rot = self.w["embed"][tokens], self.rotary(pos)
+        tables, lens = block_tables.clamp(min=0), None if full_blocks else context_lens  # once per step
         for layer in range(self.config.n_layers):
             q, k, v = self._qkv(layer, x, rot)
             kc, vc = k_cache[layer], v_cache[layer]
             kc.view(-1, *kc.shape[2:])[slots] = k
             vc.view(-1, *vc.shape[2:])[slots] = v
-            x = self._finish(layer, x, paged_attention(q, kc, vc, block_tables, None if full_blocks else context_lens))
+            x = self._finish(layer, x, paged_attention(q, kc, vc, tables, lens))
         return self.logits(x)
 
     def chunk(self, tokens: "torch.Tensor", start: int, block_table: "torch.Tensor", k_cache: "torch.Tensor",
