@@ -8,7 +8,7 @@ per running request per iteration:
 - a request's last token is known when its prompt completes (iteration k, G outputs: iteration
   k + G - 1), so finishers are taken from a calendar of finishing iterations, not a rescan;
 - a request's token times are ``end_s[k : k + G]``, a slice of the array of iteration end times.
-Cost per iteration is O(1) plus the prompt pieces and admissions it runs.
+Cost per iteration is O(1) plus the prompts being prefilled (at most ``max_running``).
 """
 
 from __future__ import annotations
@@ -88,12 +88,9 @@ def run_events(requests: Sequence["Request"], policy: str, cost: TotalsCost, max
         if not running and admitted == arrived:
             now = arrival[arrived]
             continue
-        if fixed and running:  # a fixed batch only decodes until all of it is done
-            tokens = logits = decoders
-            pairs = kv = decode_pairs
-        else:
-            tokens = logits = decoders
-            pairs = kv = decode_pairs
+        tokens = logits = decoders  # every running decode, one token each
+        pairs = kv = decode_pairs
+        if not (fixed and running):  # a fixed batch only decodes until all of it is done
             budget = budget_cap - decoders
             if chunked:
                 if prefilling:
