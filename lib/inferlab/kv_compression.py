@@ -91,9 +91,14 @@ class LinearITL:
         return self.fixed_s + self.per_token_s * non_negative("context_tokens", context_tokens)
 
 
-#: Early evaluation on an H100 with Llama-3.1-8B (section 8.4.2): ITL in ms = 6.44 + 4.37e-5 L and 6.58 + 2.37e-5 L.
-ITL_BF16_H100 = LinearITL("BF16 KV", 6.44e-3, 4.37e-8)
-ITL_FP8_H100 = LinearITL("FP8 KV", 6.58e-3, 2.37e-8)
+def published_itl_fits() -> dict[str, LinearITL]:
+    """The chapter's ITL fits by KV format (H100, Llama-3.1-8B): ms = 6.44 + 4.37e-5 L (BF16), 6.58 + 2.37e-5 L (FP8)."""
+    t = published("kv_formats_fit_8_4_2").set_index("format")
+    return {f: LinearITL(f"{f.upper()} KV", float(r.fixed_s), float(r.per_token_s)) for f, r in t.iterrows()}
+
+
+ITL_BF16_H100 = published_itl_fits()["bf16"]
+ITL_FP8_H100 = published_itl_fits()["fp8"]
 
 
 def itl_crossover(a: LinearITL, b: LinearITL) -> float:
