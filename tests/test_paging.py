@@ -543,3 +543,15 @@ def test_scenarios_refuse_empty_sequences_by_name() -> None:
         decode_with_preemption(8, 4, {"a": []}, 2)
     with pytest.raises(ValueError, match="prompt_tokens"):
         shared_prefix_batch(2, 0, 0, 2, num_blocks=8)
+
+
+def test_unhashable_sequence_ids_are_named() -> None:
+    bm = BlockManager(4, 4)
+    for call in (lambda: bm.allocate(["s"], [1]), lambda: bm.append(["s"], [1]), lambda: bm.can_append(["s"]),
+                 lambda: bm.free(["s"]), lambda: bm.fork(["s"], "t")):
+        with pytest.raises(ValueError, match="seq_id"):
+            call()
+    assert bm.seqs == {} and bm.num_free == 4
+    bm.allocate("s", [1])
+    with pytest.raises(ValueError, match="child_id"):
+        bm.fork("s", ["t"])

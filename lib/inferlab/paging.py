@@ -206,11 +206,11 @@ class BlockManager:
 
     def blocks_needed(self, tokens: Sequence[int]) -> int:
         """Free blocks that admitting ``tokens`` would take (cached blocks already in use cost none)."""
-        return self._plan(tokens)[3]
+        return self._plan(tokens)[-1]
 
     def can_allocate(self, tokens: Sequence[int]) -> bool:
         """Whether ``tokens`` can be admitted now (``allocate`` right after reuses this lookup)."""
-        return self._plan(tokens)[3] <= self.num_free
+        return self._plan(tokens)[-1] <= self.num_free
 
     def append_blocks_needed(self, seq_id: Hashable, n_tokens: int = 1) -> int:
         """Free blocks that appending ``n_tokens`` to ``seq_id`` would take (new blocks + a copy-on-write)."""
@@ -219,8 +219,8 @@ class BlockManager:
 
     def can_append(self, seq_id: Hashable, n_tokens: int = 1) -> bool:
         """Whether ``n_tokens`` can be appended to ``seq_id`` now."""
-        seq = self.seqs.get(seq_id)
-        if n_tokens == 1 and type(n_tokens) is int and seq is not None:  # the decode step, without the general path
+        seq = self._seq(seq_id)
+        if n_tokens == 1 and type(n_tokens) is int:  # the decode step, without the general path
             fill = len(seq.tokens) % self.block_size
             if fill == 0:
                 return self._fresh < self.num_blocks or bool(self._freed)
@@ -246,7 +246,10 @@ class BlockManager:
     # ---- admission, growth, sharing --------------------------------------------------
     def allocate(self, seq_id: Hashable, tokens: Sequence[int]) -> int:
         """Admit ``seq_id`` holding ``tokens`` (at least one); return how many leading tokens were cached."""
-        old = self.seqs.get(seq_id)
+        try:
+            old = self.seqs.get(seq_id)
+        except TypeError:
+            raise ValueError(f"seq_id must be hashable, got {seq_id!r}") from None
         if old is not None and not old.preempted:
             raise ValueError(f"seq_id {seq_id!r} is already allocated")
         if old is not None:
@@ -258,7 +261,10 @@ class BlockManager:
 
     def append(self, seq_id: Hashable, tokens: Sequence[int]) -> list[tuple[int, int]]:
         """Append ``tokens`` to ``seq_id`` (new blocks on demand); return the (src, dst) block copies made."""
-        seq = self._seq(seq_id)
+        try:
+            seq = self.seqs[seq_id]
+        except (KeyError, TypeError):
+            seq = self._seq(seq_id)  # raises the ValueError
         if seq.preempted:
             raise ValueError(f"seq_id {seq_id!r} is preempted; resume it first")
         if type(tokens) is list and len(tokens) == 1 and type(tokens[0]) is int and 0 <= tokens[0] < self.vocab_size:
@@ -288,7 +294,11 @@ class BlockManager:
         parent = self._seq(parent_id)
         if parent.preempted:
             raise ValueError(f"parent_id {parent_id!r} is preempted")
-        if child_id in self.seqs:
+        try:
+            exists = child_id in self.seqs
+        except TypeError:
+            raise ValueError(f"child_id must be hashable, got {child_id!r}") from None
+        if exists:
             raise ValueError(f"child_id {child_id!r} already exists")
         self._version += 1
         blocks = self._blocks
@@ -318,8 +328,7 @@ class BlockManager:
         """Drop ``seq_id`` and its references; blocks read by an in-flight step return when it completes."""
         seq = self._seq(seq_id)
         self._version += 1
-        for bid in reversed(seq.block_table):  # tail first: it is the least likely to be reused
-            self._unref(bid)
+        self._release(seq.block_table)
         del self.seqs[seq_id]
 
     def preempt(self, seq_id: Hashable) -> int:
@@ -328,8 +337,7 @@ class BlockManager:
         if seq.preempted:
             raise ValueError(f"seq_id {seq_id!r} is already preempted")
         self._version += 1
-        for bid in reversed(seq.block_table):
-            self._unref(bid)
+        self._release(seq.block_table)
         seq.block_table = []
         seq.preempted = True
         return len(seq.tokens)
@@ -380,7 +388,10 @@ class BlockManager:
 
     # ---- internals -------------------------------------------------------------------
     def _seq(self, seq_id: Hashable) -> SeqState:
-        seq = self.seqs.get(seq_id)
+        try:
+            seq = self.seqs.get(seq_id)
+        except TypeError:
+            raise ValueError(f"seq_id must be hashable, got {seq_id!r}") from None
         if seq is None:
             raise ValueError(f"seq_id {seq_id!r} is not allocated")
         return seq
@@ -390,8 +401,8 @@ class BlockManager:
             raise ValueError(f"block_id must lie in [0, {self.num_blocks}), got {block_id!r}")
         return int(block_id)
 
-    def _plan(self, tokens: Sequence[int]) -> tuple[list[int], list[int], PrefixNode, int]:
-        """Validated tokens, cached blocks to share, the last matched node, free blocks needed.
+    def _plan(self, tokens: Sequence[int]) -> tuple[list[int], list[tuple[int, ...]], list[int], PrefixNode, int]:
+        """Validated tokens, their full blocks, cached blocks to share, the last matched node, free blocks needed.
 
         Remembered for the same, unchanged list until the pool changes, so ``can_allocate``
         followed by ``allocate`` validates and looks up once.
@@ -400,27 +411,32 @@ class BlockManager:
         if memo is not None and memo[0] == self._version and memo[1] is tokens and memo[2] == tokens:
             return memo[2:]
         toks = token_ids(tokens, limit=self.vocab_size, allow_empty=False)
-        hits, node = self._match(toks)
+        p = self.block_size
+        chunks = list(zip(*[iter(toks)] * p)) if self.prefix_caching else []  # full blocks, as tuples
+        hits, node = self._match(chunks[:(len(toks) - 1) // p])
         freed = self._freed
-        need = -(-len(toks) // self.block_size) - sum(1 for b in hits if b not in freed)
+        need = -(-len(toks) // p) - sum(1 for b in hits if b not in freed)
         if type(tokens) is list:
-            self._plan_memo = (self._version, tokens, toks, hits, node, need)
-        return toks, hits, node, need
+            self._plan_memo = (self._version, tokens, toks, chunks, hits, node, need)
+        return toks, chunks, hits, node, need
 
-    def _match(self, toks: list[int]) -> tuple[list[int], PrefixNode]:
-        """Blocks holding the leading full blocks of ``toks`` after exactly its prefix, live copies first.
+    def _match(self, chunks: list[tuple[int, ...]]) -> tuple[list[int], PrefixNode]:
+        """Blocks holding the leading ``chunks`` after exactly their prefix, live copies first.
 
-        Stops one token short of the end (``(len - 1) // block_size`` blocks at most), as in
-        vLLM's ``get_computed_blocks``: the last prompt token must run for the first output's logits.
+        The caller passes at most ``(len - 1) // block_size`` blocks, as in vLLM's
+        ``get_computed_blocks``: the last prompt token must run for the first output's logits.
         """
         node = self._index.root
         hits: list[int] = []
-        if not self.prefix_caching:
-            return hits, node
-        p, hash_fn, buckets, freed = self.block_size, self._index.hash_fn, self._index.buckets, self._freed
-        for i in range(0, (len(toks) - 1) // p * p, p):
-            chunk = tuple(toks[i:i + p])
-            for cand in buckets.get(hash_fn(node.hash, chunk), ()):
+        hash_fn, buckets, freed = self._index.hash_fn, self._index.buckets, self._freed
+        default = hash_fn is chained_hash
+        for chunk in chunks:
+            prev = node.hash
+            if default:  # chained_hash, inlined
+                h = hash(chunk) if prev is None else hash((prev, chunk))
+            else:
+                h = hash_fn(prev, chunk)
+            for cand in buckets.get(h, ()):
                 if cand.parent is node and cand.tokens == chunk:
                     break
             else:
@@ -438,7 +454,7 @@ class BlockManager:
 
     def _admit(self, seq_id: Hashable, seq: SeqState, tokens: Sequence[int]) -> int:
         """Give ``seq`` the cached blocks of ``tokens`` and write the rest; return the cached tokens."""
-        toks, hits, node, need = self._plan(tokens)
+        toks, chunks, hits, node, need = self._plan(tokens)
         if need > self.num_free:
             raise OutOfBlocks(f"{seq_id!r} needs {need} blocks, {self.num_free} free")
         self._version += 1
@@ -448,15 +464,14 @@ class BlockManager:
                 del freed[bid]
             blocks[bid].ref += 1
             table.append(bid)
-        p, cached = self.block_size, len(hits) * self.block_size
-        index = self._index if self.prefix_caching else None
-        for i in range(cached, len(toks), p):
+        p, cached, index = self.block_size, len(hits) * self.block_size, self._index
+        for j in range(len(hits), -(-len(toks) // p)):
             bid = self._take()
             blk = blocks[bid]
-            blk.tokens = toks[i:i + p]
+            blk.tokens = toks[j * p:(j + 1) * p]
             table.append(bid)
-            if index is not None and len(blk.tokens) == p:
-                node = blk.node = index.add(bid, node, tuple(blk.tokens))
+            if j < len(chunks):  # a full block (chunks is empty without prefix caching)
+                node = blk.node = index.add(bid, node, chunks[j])
         seq.tokens, seq.block_table, seq.preempted = toks, table, False
         self.cached_tokens_total += cached
         return cached
@@ -486,6 +501,15 @@ class BlockManager:
             blk.node = None
         blk.ref, blk.tokens = 1, []
         return bid
+
+    def _release(self, table: list[int]) -> None:
+        """Drop one reference to each block of ``table``, tail first (it is the least likely to be reused)."""
+        blocks, freed, in_flight = self._blocks, self._freed, self.in_flight
+        for bid in reversed(table):
+            blk = blocks[bid]
+            blk.ref -= 1
+            if blk.ref == 0 and bid not in in_flight:
+                freed[bid] = None
 
     def _unref(self, bid: int) -> None:
         blk = self._blocks[bid]
