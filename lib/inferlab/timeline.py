@@ -1,7 +1,8 @@
-"""A request's timeline and the metrics read off it: TTFT, ITL, request time, throughput.
+"""A request's timeline and the metrics read off it: TTFT, ITL, TPOT, request time, throughput.
 
-t_a is the arrival time and t_1 ... t_G the times the G output tokens reach the user:
-TTFT = t_1 - t_a, ITL_j = t_{j+1} - t_j, T_request = TTFT + sum_j ITL_j = t_G - t_a.
+Symbols as in ``notation.md``: t_a is the arrival time and t_1 ... t_G the times the G output
+tokens reach the user; TTFT = t_1 - t_a, ITL_j = t_{j+1} - t_j, TPOT = (t_G - t_1)/(G - 1),
+T_request = TTFT + sum_j ITL_j = t_G - t_a (seconds); R_out = b / T_step (tokens/s).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ class RequestTimes:
 
     @property
     def mean_itl_s(self) -> float:
-        """Mean inter-token latency (0 for a single token)."""
+        """Mean inter-token latency, the TPOT (t_G - t_1)/(G - 1) in seconds (0 for a single token)."""
         itls = self.itls_s
         return float(itls.mean()) if itls.size else 0.0
 
@@ -123,7 +124,7 @@ def request_time(queue_s: float, prefill_s: float, itl_s: float, output_tokens: 
 
 
 def decode_throughput(batch: int, step_s: float) -> float:
-    """Output tokens per second when each decode step of ``step_s`` emits one token per request."""
+    """Output throughput R_out = b / T_step (tokens/s) when each decode step emits one token per request."""
     return positive_int("batch", batch) / positive("step_s", step_s)
 
 
