@@ -134,9 +134,9 @@ def best_use_of_space(candidates: list[tuple[PrefixCost, float]], capacity_bytes
 
 
 def keep_ratio_threshold(p_hit: float, maintain_per_fetch: float = 1.0) -> float:
-    """T_rec / T_fetch above which keeping a prefix beats dropping it, with T_maint = ``maintain_per_fetch`` x T_fetch.
+    """T_rec / T_fetch above which keeping a prefix beats dropping it, with T_maint = mu T_fetch (mu = ``maintain_per_fetch``).
 
-    V_h = p_h (T_rec - T_fetch) - m T_fetch > 0  <=>  T_rec / T_fetch > (p_h + m) / p_h; a zero ``p_hit`` never pays (ValueError).
+    V_h = p_h (T_rec - T_fetch) - mu T_fetch > 0  <=>  T_rec / T_fetch > (p_h + mu) / p_h; p_hit = 0 never pays (ValueError).
     """
     if fraction("p_hit", p_hit) == 0:
         raise ValueError("p_hit must be positive: a prefix that is never used again never pays for its transfers")
@@ -168,7 +168,7 @@ def slowest_paying_link(
 ) -> float:
     """Link bandwidth (B/s, one direction) below which dropping and recomputing the prefix beats keeping it.
 
-    With T_fetch = K / beta and T_maint = m T_fetch, V_h = 0 at beta = K (p_h + m) / (p_h T_rec).
+    With T_fetch = M / beta_link and T_maint = mu T_fetch, V_h = 0 at beta_link = M (p_h + mu) / (p_h T_rec).
     """
     ratio = keep_ratio_threshold(p_hit, maintain_per_fetch)
     cost = prefix_cost(model, accelerator, tokens, mfu=mfu)

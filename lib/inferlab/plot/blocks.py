@@ -480,7 +480,7 @@ def draw_cache_choice(a: PrefixCost, b: PrefixCost, n_b: int, p_a: float, p_b: f
 
 def draw_keep_or_recompute(lengths: Sequence[int], ratios: dict[str, Sequence[float]],
                            thresholds: dict[str, float], figure: str = "") -> Figure:
-    """T_rec / T_fetch against prefix length per link, with the (p_h + m) / p_h lines above which keeping pays."""
+    """T_rec / T_fetch against prefix length per link, with the (p_h + mu) / p_h lines above which keeping pays."""
     fig, ax = new_figure(width=6.5, height=3.4)
     fig.subplots_adjust(right=1 - 1.55 / 6.5)
     colors = [COLORS["prefill"], COLORS["kv"], COLORS["decode"], COLORS["accent"]]
