@@ -65,7 +65,9 @@ def exact_emission(p: list[sp.Rational], q: list[sp.Rational]) -> list[sp.Expr]:
 
 
 # ---- round arithmetic (8.5.2, 8.5.4) --------------------------------------------------------
-a, T_v, t_d, T_p = sp.symbols("a T_v t_d T_p", positive=True)
+a = sp.Symbol("a", positive=True)
+#: Verification time, draft time and plain decode step, named as in notation.md.
+T_v, t_d, T_p = (sp.Symbol(rf"T_{{\mathrm{{{name}}}}}", positive=True) for name in ("verify", "draft", "step"))
 m, j = sp.symbols("m j", positive=True, integer=True)
 #: Expected tokens per round with m drafts each accepted with probability a: 1 + sum_{j=1}^{m} a^j.
 EXPECTED_TOKENS = 1 + sp.Sum(a**j, (j, 1, m))
@@ -74,7 +76,8 @@ ROUND_TIME_PER_TOKEN = (T_v + t_d) / EXPECTED_TOKENS
 #: Draft time at which a round ties with plain decode (T_p per token): solve (T_v + t_d)/E[N] = T_p.
 BREAK_EVEN_DRAFT = sp.solve(sp.Eq(ROUND_TIME_PER_TOKEN, T_p), t_d)[0]
 
-T, N, dT, dN = sp.symbols("T N Delta_T Delta_N", positive=True)
+T, N = sp.symbols("T N", positive=True)
+dT, dN = sp.Symbol(r"\Delta T", positive=True), sp.Symbol(r"\Delta N", positive=True)
 #: A draft one token longer lowers time per token: (T + dT)/(N + dN) < T/N.
 LONGER_IS_FASTER = sp.StrictLessThan((T + dT) / (N + dN), T / N)
 #: The same, solved for dT: the marginal rule dT < dN * T / N (i.e. dT/dN < T/N).
