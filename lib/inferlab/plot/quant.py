@@ -340,9 +340,9 @@ def compression_explorer() -> Explorer:
 # ---- 8.4.4 ------------------------------------------------------------------------------------
 
 
-def draw_task_grids(grids: dict[str, pd.DataFrame], column: str = "run") -> Figure:
+def draw_task_grids(grids: dict[str, pd.DataFrame], column: str = "run", panel_width: float = 2.5) -> Figure:
     """Per-task grids: rows are tasks 1-8, columns runs; green circle right, orange cross wrong."""
-    fig, axes = new_figure(1, len(grids), width=2.5 * len(grids) + 0.6, height=3.6)
+    fig, axes = new_figure(1, len(grids), width=panel_width * len(grids) + 0.6, height=3.6)
     axes = axes if isinstance(axes, list) else [axes]
     for ax, (title, g) in zip(axes, grids.items()):
         g = g.sort_values(["task", column])
