@@ -15,6 +15,8 @@ FUNCTIONS = {"blocks_saved": ("lambda b: b - 1", "lambda b: b")}  # (right, wron
 
 
 def _literal(value: object, wrong: bool) -> str:
+    if hasattr(value, "item") and not isinstance(value, pd.DataFrame):  # numpy scalar
+        value = value.item()
     if isinstance(value, pd.DataFrame):
         frame = value * (1.5 if wrong else 1.0)
         return f"__import__('pandas').DataFrame({frame.to_dict(orient='list')!r}, index={list(frame.index)!r})"

@@ -77,7 +77,7 @@ def test_shipped_data_matches_the_code_that_made_it() -> None:
                                       check_dtype=False, rtol=1e-8)
 
 
-@pytest.mark.parametrize("ex_id", ["8-1", "8-3", "8-8"])
+@pytest.mark.parametrize("ex_id", ["8-1", "8-3", "8-5", "8-6", "8-7", "8-8"])
 def test_a_solved_notebook_says_correct_everywhere(ex_id: str, tmp_path) -> None:
     nb = submission(ex_id, "Ada")
     NotebookClient(nb, timeout=120, resources={"metadata": {"path": str(tmp_path)}}).execute()
@@ -94,3 +94,19 @@ def test_shipped_notebooks_name_their_exercise() -> None:
         sources = "\n".join(c.source for c in nb.cells)
         for part in ex.parts:
             assert f"{part.name} = " in sources and f'check("{part.name}", {part.name})' in sources
+
+
+def test_printed_answers_of_8_5_to_8_7() -> None:
+    e5, e6, e7 = (EXERCISES[k] for k in ("8-5", "8-6", "8-7"))
+    assert e5.part("net_mib").expected() == {1: 2304, 2: 2016}
+    assert e5.part("extra_inputs").expected() == {1: 2, 2: 1} and e5.part("extra_requests").expected() == {1: 1, 2: 1}
+    step = e5.part("copy_step_ms").expected()
+    assert round(step["gen5"], 1) == 42.5 and round(step["c2c"], 1) == 6.0
+    total = e5.part("copy_255_s").expected()
+    assert round(total["gen5"], 1) == 10.8 and round(total["c2c"], 2) == 1.54
+    assert e6.part("kv_mib").expected() == {"q8_0": {"input": 612, "request": 631.125},
+                                            "q4_0": {"input": 324, "request": 334.125}}
+    assert e6.part("changed_tasks").expected() == [5, 6]
+    assert round(e6.part("retry_overhead_s").expected(), 6) == 2.0
+    assert e7.part("expected_tokens").expected()[4] == pytest.approx(3.05, abs=0.005)
+    assert e7.part("better_length").expected() == 4

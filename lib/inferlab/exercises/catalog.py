@@ -11,11 +11,13 @@ import math
 
 import pandas as pd
 
-from .. import example, memory, roofline, scheduler, serving
+from .. import example, memory, offload, roofline, scheduler, serving
 from ..cache_value import prefix_cost
 from ..hardware import PCIE_GEN4_X16
+from ..kv_compression import kv_bytes_in_format
 from ..models import causal_pairs
-from ..units import GiB, MiB, ms
+from ..speculative_cost import expected_tokens, linear_round_s
+from ..units import GB, GiB, MiB, ms
 from .core import Exercise, Part
 
 __all__ = ["EXERCISES"]
@@ -144,6 +146,90 @@ def _replay_share(column: str) -> float:
     return float(table[column].sum() / table["input_tokens"].sum())
 
 
+# ---- 8-5: offloading FFN weights ---------------------------------------------------------------------
+_FFN = 288 * MiB
+_LINKS = {"gen5": 64 * GB, "c2c": 450 * GB}
+
+
+def _plan(buffers: int) -> offload.OffloadPlan:
+    return offload.OffloadPlan(_FFN, 9, buffers)
+
+
+EX_8_5 = Exercise("8-5", "Capacity freed by offloading, and the copies it adds", notebook="8-5-offload.ipynb",
+                  parts=(
+    Part("net_mib", "Accelerator memory saved net of the prefetch buffers (MiB), for one and two buffers (dict)",
+         lambda: {b: _plan(b).net_bytes / MiB for b in (1, 2)}),
+    Part("extra_inputs", "Extra 1152 MiB input states that fit in that space, for one and two buffers (dict)",
+         lambda: {b: _plan(b).extra_requests(1152 * MiB) for b in (1, 2)}, rtol=0),
+    Part("extra_requests", "Extra 1188 MiB complete request states that fit, for one and two buffers (dict)",
+         lambda: {b: _plan(b).extra_requests(1188 * MiB) for b in (1, 2)}, rtol=0),
+    Part("copy_step_ms", "Lower bound on the copy time per step (ms) over PCIe Gen5 x16 and NVLink-C2C "
+         "(dict with keys 'gen5', 'c2c')",
+         lambda: {k: offload.copy_time(_plan(1).copy_bytes_per_step, bw) / ms for k, bw in _LINKS.items()}),
+    Part("copy_255_s", "The same summed over 255 steps (s, dict)",
+         lambda: {k: 255 * offload.copy_time(_plan(1).copy_bytes_per_step, bw) for k, bw in _LINKS.items()}),
+    Part("min_bandwidth_gb_s", "Lowest one-direction bandwidth that fits all 255 steps' copies in 1 s (GB/s)",
+         lambda: offload.min_link_bandwidth(_plan(1).copy_bytes_per_step, 255, 1.0) / GB),
+))
+
+
+# ---- 8-6: KV compression, correctness and retries -------------------------------------------------------
+def _kv_mib(prompt: int, outputs: int, fmt: str) -> float:
+    return kv_bytes_in_format(_MODEL, prompt, outputs, fmt) / MiB
+
+
+def _changed_tasks() -> list[int]:
+    from ..datasets import published
+
+    grid = published("quality_grid_8_4_4").groupby(["config", "task"])["correct"].sum().unstack()
+    return sorted(int(t) for t in grid.columns if grid.loc["BF16 KV", t] != grid.loc["FP8 KV + BF16 Q", t])
+
+
+def _retry(kind: str) -> float:
+    from .data import build
+
+    r = build("retry_records_8_6")
+    with_retries = r.groupby(["task", "run"])["seconds"].sum().sum()
+    last_only = r[r["correct"]]["seconds"].sum()
+    return {"with_retries": with_retries, "last_only": last_only, "overhead": with_retries - last_only}[kind]
+
+
+EX_8_6 = Exercise("8-6", "KV compression: capacity, correctness and the cost of retries", notebook="8-6-kv-quality.ipynb",
+                  parts=(
+    Part("kv_mib", "KV of an 8K input and of a finished long request (8192 in, 256 out) in q8_0 and q4_0 (MiB): "
+         "a dict {'q8_0': {'input': ..., 'request': ...}, 'q4_0': {...}}",
+         lambda: {f: {"input": _kv_mib(8192, 1, f), "request": _kv_mib(8192, 256, f)} for f in ("q8_0", "q4_0")}),
+    Part("changed_tasks", "Tasks (numbers 1-8) whose correctness differs between BF16 KV and FP8 KV + BF16 Q (a list)",
+         _changed_tasks, rtol=0),
+    Part("with_retries_s", "Generation time of all runs, counting every attempt of a retried task (s)",
+         lambda: _retry("with_retries")),
+    Part("last_only_s", "The same counting only the successful attempt of each run (s)", lambda: _retry("last_only")),
+    Part("retry_overhead_s", "What counting only successes leaves out (s)", lambda: _retry("overhead")),
+    Part("interpretation", "Both configurations answer 28 of 32: why is that not evidence that they are equivalent?"),
+))
+
+
+# ---- 8-7: the best draft length ----------------------------------------------------------------
+_A = 0.75
+
+
+def _per_token_ms(m: int, group: int = 1) -> float:
+    return linear_round_s(m, 26.3 * ms, 3.6 * ms, group) / expected_tokens([_A] * m) / ms
+
+
+EX_8_7 = Exercise("8-7", "The draft length that minimizes time per token", notebook="8-7-draft-length.ipynb", parts=(
+    Part("expected_tokens", "Expected tokens per round at a = 3/4 for draft lengths 1, 2, 4, 8 (dict)",
+         lambda: {m: expected_tokens([_A] * m) for m in (1, 2, 4, 8)}),
+    Part("ms_per_token", "Time per output token (ms) with T_m = 26.3 + 3.6 m ms, for m = 1, 2, 4, 8 (dict)",
+         lambda: {m: _per_token_ms(m) for m in (1, 2, 4, 8)}, rtol=2e-3),
+    Part("grouped_ms_per_token", "With drafts run in groups of 4 (a part group costs a whole one), time per token "
+         "(ms) for m = 4 and m = 5 (dict)", lambda: {m: _per_token_ms(m, 4) for m in (4, 5)}, rtol=2e-3),
+    Part("better_length", "Which of 4 and 5 is better with groups of 4?",
+         lambda: min((4, 5), key=lambda m: _per_token_ms(m, 4)), rtol=0),
+    Part("marginal_reason", "Explain the choice with the marginal condition dT/dN < T/N"),
+))
+
+
 # ---- 8-8: stage speed-ups of a whole task -------------------------------------------------------
 _TASK = {"prefill": 20.0, "decode": 50.0, "tools": 30.0}
 
@@ -179,5 +265,6 @@ EX_8_9 = Exercise("8-9", "A configuration that drafts from the context", noteboo
     Part("experiment", "The open experiment: your trace, the two configurations, and their goodput"),
 ))
 
-EXERCISES: dict[str, Exercise] = {e.id: e for e in (EX_8_1, EX_8_2, EX_8_3, EX_8_4, EX_8_8, EX_8_9)}
+EXERCISES: dict[str, Exercise] = {e.id: e for e in (EX_8_1, EX_8_2, EX_8_3, EX_8_4, EX_8_5, EX_8_6, EX_8_7, EX_8_8,
+                                                   EX_8_9)}
 assert math.isfinite(sum(e.max_points for e in EXERCISES.values()))

@@ -25,6 +25,7 @@ from .._validate import non_negative, non_negative_int, one_of, positive, positi
 from ..hardware import Accelerator
 from ..memory import batch_kv_bytes
 from ..models import ModelSpec
+from ..quant import block_format
 from ..units import GiB, MiB, ms
 
 __all__ = [
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 #: Bytes of a KV value in each storage format relative to BF16 (GGML blocks of 32: 34 and 18 bytes vs 64).
-KV_FORMAT_RATIO: dict[str, float] = {"bf16": 1.0, "q8_0": 34 / 64, "q4_0": 18 / 64}
+KV_FORMAT_RATIO: dict[str, float] = {f: block_format(f).ratio_to(2.0) for f in ("bf16", "q8_0", "q4_0")}
 #: Compute efficiency of a verification round (section 8.6.3 uses 58 %).
 VERIFY_MFU = 0.58
 #: Measured prefill of config B: 32,768 new tokens at r_P of about 16,059 tokens/s (experiment 8-1), seconds.
