@@ -638,3 +638,9 @@ def test_schedules_compare_by_value_whichever_engine_ran_them():
     general = simulate(example_requests(), "chunked", _general(FITTED_COST), 2, token_budget=4096, chunk_tokens=2048)
     assert fast.iterations == general.iterations and fast.served == general.served
     assert fast.iterations != run_example("continuous").iterations and fast.iterations != list(fast.iterations)
+
+
+def test_an_explicit_no_limit_is_no_admission_check():
+    reqs = _poisson(40, seed=5)
+    plain = simulate(reqs, "continuous", FITTED_COST, max_running=8)
+    assert simulate(reqs, "continuous", FITTED_COST, max_running=8, admission=sched.NoLimit()).served == plain.served

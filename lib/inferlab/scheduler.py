@@ -278,6 +278,8 @@ def simulate(
         if too_long is not None:
             raise ValueError(f"request {too_long.name!r}: prompt_tokens ({too_long.prompt_tokens}) exceed "
                              f"token_budget ({token_budget}) and policy {policy!r} cannot split a prompt")
+    if type(admission) is NoLimit:
+        admission = None  # nothing to check or reserve: the engines skip the calls
     if admission is not None:
         for r in requests:
             if not admission.fits(r):
