@@ -26,7 +26,14 @@ blocks still cached.
 
 Block states: free (refcount 0, not read by a step), referenced (refcount > 0) or draining
 (refcount 0, read by an in-flight step). free + used = total, where used = referenced +
-draining. Every sequence holds at least one token.
+draining.
+
+Refused operations change nothing: token ids (Python or numpy ints, not bools, in
+[0, vocab_size), 2**63 by default) are checked for the whole list before any block moves,
+and a check that fails raises ``ValueError`` (bad input) or ``OutOfBlocks`` (no room), so a
+retry works. Every sequence holds at least one token (an empty prompt and ``truncate`` to 0
+are refused), so a resume always recomputes at least the last token. ``recomputed_tokens``
+counts what resumes actually ran again; a preempted sequence may be truncated or freed.
 
 Size limit: ``num_blocks`` up to 2**31 - 1 (block ids fit int32, as in vLLM's block tables).
 Construction takes constant time and memory (O(num_blocks) only with ``free_order``):
