@@ -46,9 +46,10 @@ class Engine:
 
     def __init__(self, requests: Sequence["Request"], max_running: int, admission: "Admission",
                  token_budget: int | None, chunk_tokens: int | None, whole_chunks: bool) -> None:
-        self.pending: deque[tuple[int, Request]] = deque(enumerate(requests))
-        self.waiting: deque[tuple[int, Request]] = deque()
+        self.pending: deque[Request] = deque(requests)
+        self.waiting: deque[Request] = deque()
         self.running: list[Live] = []
+        self.admitted = 0  # admission is first come, first served: the n-th admitted is n-th in arrival order
         self.max_running = max_running
         self.admission = admission
         self.budget = math.inf if token_budget is None else token_budget
@@ -57,19 +58,20 @@ class Engine:
 
     def arrive(self, now: float) -> None:
         """Move every request that has arrived by ``now`` from pending to waiting."""
-        while self.pending and self.pending[0][1].arrival_s <= now:
+        while self.pending and self.pending[0].arrival_s <= now:
             self.waiting.append(self.pending.popleft())
 
     def can_admit(self) -> bool:
         """Whether the head of the waiting queue may start now (a free slot and the admission agrees)."""
         return (len(self.running) < self.max_running and bool(self.waiting)
-                and self.admission.can_admit(self.waiting[0][1]))
+                and self.admission.can_admit(self.waiting[0]))
 
     def admit(self) -> Live:
         """Start the head of the waiting queue (call ``can_admit`` first)."""
-        index, request = self.waiting.popleft()
+        request = self.waiting.popleft()
         self.admission.admit(request)
-        live = Live(request, index)
+        live = Live(request, self.admitted)
+        self.admitted += 1
         self.running.append(live)
         return live
 
@@ -94,7 +96,7 @@ def _decodes(engine: Engine, budget: float) -> tuple[Plan, float]:
 
 
 def _admit_whole_prompts(engine: Engine, plan: Plan, budget: float) -> Plan:
-    while engine.can_admit() and engine.waiting[0][1].prompt_tokens <= budget:
+    while engine.can_admit() and engine.waiting[0].prompt_tokens <= budget:
         live = engine.admit()
         plan.append(_prefill(live, live.request.prompt_tokens))
         budget -= live.request.prompt_tokens
@@ -128,7 +130,7 @@ def plan_chunked(engine: Engine) -> Plan:
             plan.append(_prefill(live, tokens))
             budget -= tokens
     while budget >= 1 and engine.can_admit():
-        head = engine.waiting[0][1]
+        head = engine.waiting[0]
         tokens = int(min(head.prompt_tokens, engine.chunk, budget))
         if engine.whole_chunks and tokens < min(head.prompt_tokens, engine.chunk):
             break
@@ -159,7 +161,7 @@ def run_plans(requests: Sequence["Request"], policy: str, cost: CostFn, max_runn
     while engine.pending or engine.waiting or engine.running:
         engine.arrive(now)
         if not engine.running and not engine.waiting:
-            now = engine.pending[0][1].arrival_s
+            now = engine.pending[0].arrival_s
             continue
         plan = plan_of(engine)
         if not plan:
