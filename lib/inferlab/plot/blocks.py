@@ -639,7 +639,7 @@ def cache_choice_view(link_gb_per_s: float = 64, p_a: float = 0.5, p_b: float = 
     return draw_cache_choice(a, b, 3, p_a, p_b)
 
 
-POOL_GRID_GIB = tuple(x / 2 for x in range(1, 17))  # 0.5 ... 8 GiB
+POOL_GRID_GIB = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 6.0, 8.0)  # dense where LRU's step is
 
 
 POOL_SEED, POOL_OTHER_PER_GAP = 13, 8  # the replay of 8.3.4: seed-13 session, eight competing requests per gap

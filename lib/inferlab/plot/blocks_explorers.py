@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..paging_scenarios import copy_on_write_steps, refcount_steps
-from ..widgets import Explorer, explore, float_slider, int_slider
+from ..widgets import Explorer, choice, explore, float_slider, int_slider
 from . import blocks as b
 
 
@@ -70,4 +70,4 @@ def cache_choice_explorer() -> Explorer:
 
 def pool_explorer() -> Explorer:
     """Hit tokens of the synthetic agent replay against the KV pool size (8.3.4)."""
-    return explore(b.pool_view, pool_gib=float_slider("KV pool", 0.5, 8, 6, 0.5, unit="GiB"))
+    return explore(b.pool_view, pool_gib=choice("KV pool (GiB)", list(b.POOL_GRID_GIB), 6.0))
