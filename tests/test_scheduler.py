@@ -535,8 +535,9 @@ def test_iteration_log_is_compact_and_built_on_access():
     with pytest.raises(ValueError):
         log.start_s[0] = 1.0  # read-only
     assert sum(it.new_tokens for it in log) == sum(r.prompt_tokens + r.output_tokens - 1 for r in _poisson(200, 1))
-    bare = simulate(_poisson(200, seed=1), "continuous", FITTED_COST, max_running=16, record_iterations=False)
-    assert len(bare.iterations) == 0 and bare.makespan_s == s.makespan_s
+    for cost in (FITTED_COST, _general(FITTED_COST)):
+        bare = simulate(_poisson(200, seed=1), "continuous", cost, max_running=16, record_iterations=False)
+        assert len(bare.iterations) == 0 and bare.makespan_s == s.makespan_s and bare.served == s.served
 
 
 # ---- semantics settled in issue 8 ----------------------------------------------------------------------
@@ -607,6 +608,9 @@ def test_a_cost_that_is_not_a_positive_number_of_seconds_raises(value, fast):
 def test_numpy_and_integer_costs_are_seconds():
     s = simulate(example_requests(), "fixed", lambda work: np.float32(0.25), max_running=2)
     assert s.makespan_s == 0.25 * len(s.iterations)
+    from fractions import Fraction
+
+    assert simulate(example_requests(), "fixed", lambda work: Fraction(1, 4), max_running=2).served == s.served
     assert simulate(example_requests(), "fixed", _BadTotals(1), max_running=2).makespan_s == len(s.iterations)
     with pytest.raises(ValueError, match="cost"):
         simulate(example_requests(), "fixed", 0.1, max_running=2)

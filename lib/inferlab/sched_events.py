@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from numbers import Real
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,7 +34,7 @@ _INF = math.inf
 
 def checked_seconds(value: object) -> float:
     """``value`` as seconds if it is a finite real number > 0, else ValueError naming the cost."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+    if isinstance(value, bool) or not isinstance(value, Real):
         raise ValueError(f"cost must return a number of seconds, got {value!r} ({type(value).__name__})")
     seconds = float(value)
     if not 0.0 < seconds < _INF:
