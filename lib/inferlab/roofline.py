@@ -4,7 +4,7 @@ One decode step of b requests, each with L context tokens and k KV bytes per tok
 matrix weights once (D_w) and every request's own KV: D(b, L) = D_w + b*L*k bytes, so each
 output token costs d(b, L) = D_w/b + L*k bytes (Chapter 8, section 8.2.1). The step takes at
 least max(b*F/P, D(b, L)/beta): compute at P FLOP/s (times MFU) or reads at beta bytes/s
-(times MBU), whichever is slower.
+(times MBU), whichever is slower; a measured step adds a fixed per-step cost T_ovh on top.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def context_crossover(
     mfu: float = 1.0,
     mbu: float = 1.0,
 ) -> float:
-    """Context L* (tokens) where one request's compute F(L)/P equals its KV reads L*k/beta, F(L) = F0 + s*L; inf if never.
+    """Context L* (tokens) where one request's compute F(L)/P equals its KV reads L*k/beta, F(L) = F_0 + F_1*L; inf if never.
 
     Below L* each added request adds more compute than reads; above it, more reads. With weights
     in a separate store this decides whether a decode step is compute- or memory-bound at any batch.
