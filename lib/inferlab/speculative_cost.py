@@ -99,7 +99,7 @@ def amortization_tokens(setup_s: float, plain_s_per_token: float, spec_s_per_tok
 def expected_rounds(n_tokens: int, accept_probs: Sequence[float]) -> float:
     """Exact expected number of rounds until at least ``n_tokens`` tokens are emitted (rounds independent).
 
-    R(n) = 1 + sum_j P(N = j) R(n - j) with R(n <= 0) = 0; not n / E[N], which ignores the overshoot
+    r(n) = 1 + sum_j P(N = j) r(n - j) with r(n <= 0) = 0; not n / E[N], which ignores the overshoot
     of the last round.
     """
     n = positive_int("n_tokens", n_tokens)
