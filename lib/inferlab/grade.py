@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .exercises import EXERCISES, Exercise, judge
+from .exercises import EXERCISES, Exercise, judge  # light: references import their modules when computed
 
 __all__ = ["PartResult", "Submission", "collect", "grade_file", "grade", "main"]
 
@@ -145,7 +145,7 @@ def _hashable(k: Any) -> Any:
 
 
 # ---- worker: execute one notebook (its own process) ------------------------------------------------
-def _worker(path: str, exercise_id: str, timeout_s: float) -> dict[str, Any]:
+def _worker(path: str, spec: str, timeout_s: float) -> dict[str, Any]:
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
@@ -153,10 +153,9 @@ def _worker(path: str, exercise_id: str, timeout_s: float) -> dict[str, Any]:
     from . import headless
 
     headless.install()
-    ex = EXERCISES[exercise_id]
+    wanted = json.loads(spec)
     nb = nbformat.reads(Path(path).read_text(encoding="utf-8"), as_version=4)
-    names = [p.name for p in ex.parts]
-    probes = {p.name: [list(a) for a in p.probes] for p in ex.parts if p.probes}
+    names, probes = wanted["names"], wanted["probes"]
     nb.cells.append(nbformat.v4.new_code_cell(_EXTRACT % (MARKER, names, probes)))
     workdir = tempfile.mkdtemp(prefix="inferlab-grade-")
     client = NotebookClient(nb, timeout=timeout_s, allow_errors=True, kernel_name="python3",
@@ -220,7 +219,9 @@ def grade_file(path: Path, timeout_s: float = DEFAULT_TIMEOUT_S, label: str | No
     with tempfile.TemporaryDirectory(prefix="inferlab-sub-") as tmp:
         copy = Path(tmp) / "submission.ipynb"
         copy.write_bytes(path.read_bytes())
-        cmd = [sys.executable, "-m", "inferlab.grade", "--worker", str(copy), ex_id, str(timeout_s)]
+        spec = json.dumps({"names": [p.name for p in ex.parts],
+                           "probes": {p.name: [list(a) for a in p.probes] for p in ex.parts if p.probes}})
+        cmd = [sys.executable, "-m", "inferlab.grade", "--worker", str(copy), spec, str(timeout_s)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp,
                                 start_new_session=True)
         try:

@@ -15,7 +15,6 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 __all__ = ["Part", "Exercise", "Verdict", "STATUSES", "judge", "attempted"]
 
@@ -119,7 +118,9 @@ def _close(answer: Any, expected: Any, rtol: float, atol: float) -> bool:
         return abs(a - e) <= atol + rtol * abs(e)
     if isinstance(expected, str):
         return isinstance(answer, str) and answer.strip().lower() == expected.strip().lower()
-    if isinstance(expected, pd.DataFrame):
+    if type(expected).__name__ == "DataFrame":
+        import pandas as pd
+
         frame = answer if isinstance(answer, pd.DataFrame) else None
         if frame is None:
             try:
