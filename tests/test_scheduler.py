@@ -648,3 +648,16 @@ def test_an_explicit_no_limit_is_no_admission_check():
     reqs = _poisson(40, seed=5)
     plain = simulate(reqs, "continuous", FITTED_COST, max_running=8)
     assert simulate(reqs, "continuous", FITTED_COST, max_running=8, admission=sched.NoLimit()).served == plain.served
+
+
+_ROOFLINE = RooflineCost(MODELS["qwen3-8b"], ACCELERATORS["rtx-pro-6000"], mfu=0.622, mbu=0.65, overhead_s=0.002)
+
+
+@settings(max_examples=60, deadline=None)
+@given(scenarios())
+def test_both_engines_agree_bit_for_bit_under_the_roofline_cost(case):
+    reqs, policy, max_running, kwargs, blocks = case
+    fast = simulate(reqs, policy, _ROOFLINE, max_running, admission=KVBlockLimit(blocks) if blocks else None, **kwargs)
+    slow = simulate(reqs, policy, _general(_ROOFLINE), max_running,
+                    admission=KVBlockLimit(blocks) if blocks else None, **kwargs)
+    assert fast.served == slow.served and fast.iterations == slow.iterations and fast.makespan_s == slow.makespan_s
