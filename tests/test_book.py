@@ -18,3 +18,18 @@ def test_numpy_scalars_become_plain_python() -> None:
 def test_rejects_what_cannot_be_printed(bad: object) -> None:
     with pytest.raises(ValueError, match="ttft"):
         book.glue(ttft=bad)
+
+
+def test_glue_writes_what_myst_nb_reads(tmp_path) -> None:
+    import nbformat
+    from myst_nb.ext.glue import extract_glue_data_cell
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from inferlab import book\nimport numpy as np\nbook.glue(ratio=np.float64(31.4865), n=37)")])
+    NotebookClient(nb, timeout=60, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    found = dict(extract_glue_data_cell(nb.cells[0]))
+    from myst_nb.ext.glue import GLUE_PREFIX
+
+    assert book.GLUE_PREFIX == GLUE_PREFIX and set(found) == {"ratio", "n"}
+    assert found["ratio"]["data"]["text/plain"] == "31.4865" and found["n"]["data"]["text/plain"] == "37"

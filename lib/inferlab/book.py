@@ -28,13 +28,28 @@ def plain(name: str, value: Any) -> int | float | str:
     return out
 
 
+#: Where myst-nb looks for glued values (``myst_nb.ext.glue.GLUE_PREFIX``).
+GLUE_PREFIX = "application/papermill.record/"
+
+
 def glue(**values: Any) -> dict[str, int | float | str]:
-    """Name each value for the page's Markdown (myst-nb ``glue``, not displayed); returns the plain values."""
+    """Name each value for the page's Markdown (myst-nb ``glue``, not displayed); returns the plain values.
+
+    Writes exactly what ``myst_nb.glue(name, value, display=False)`` writes, without importing
+    myst-nb (which pulls in Sphinx and takes seconds): a display of the value's MIME bundle under
+    ``GLUE_PREFIX`` with scrapbook metadata naming it.
+    """
     clean = {name: plain(name, value) for name, value in values.items()}
     try:
-        from myst_nb import glue as _glue
-    except ImportError:  # Colab, JupyterLite: no book build, nothing to store
+        from IPython import get_ipython
+        from IPython.core.formatters import format_display_data
+        from IPython.display import display
+    except ImportError:  # pragma: no cover - IPython ships with the notebook stack
+        return clean
+    if get_ipython() is None:  # plain Python: nothing to record
         return clean
     for name, value in clean.items():
-        _glue(name, value, display=False)
+        bundle, metadata = format_display_data(value)
+        metadata["scrapbook"] = {"name": name, "mime_prefix": GLUE_PREFIX}
+        display({GLUE_PREFIX + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)
     return clean
