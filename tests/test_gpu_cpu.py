@@ -302,3 +302,14 @@ def test_gpu_cell_rejects_unknown_cells_and_measuring_without_cuda(tmp_path) -> 
     if no_gpu_reason() is not None:
         with pytest.raises(ValueError, match="measure must be False"):
             gpu_cell("decode_step", measure=True, measured_dir=tmp_path)
+
+
+def test_no_driver_means_no_torch_import(monkeypatch) -> None:
+    """Without an NVIDIA driver the GPU cells answer without importing torch (it costs seconds)."""
+    import sys
+
+    from inferlab.gpu import device
+
+    monkeypatch.setattr(device, "nvidia_driver_present", lambda: False)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert device.cuda_available() is False and "torch" not in sys.modules
