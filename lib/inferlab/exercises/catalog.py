@@ -73,7 +73,7 @@ EX_8_2 = Exercise("8-2", "Choosing the prefill chunk from a gap limit", notebook
     Part("prefill_r0_r1_ms", "Iteration time of r0 and r1's joint prefill (ms)", lambda: _iteration_ms(0),
          rtol=2e-4, hint="26.22 ms + 30.4 us per new token + 3 ns per causal pair, both prompts in one iteration"),
     Part("decode_ms", "The next decode iteration (ms)", lambda: _iteration_ms(1), rtol=2e-4,
-         hint="a decode token at position P + g attends to P + g keys"),
+         hint="a decode token at position L_in + j attends to L_in + j keys"),
     Part("admit_r2_ms", "The iteration that admits r2 under continuous batching (ms)", lambda: _iteration_ms(2),
          rtol=2e-4, hint="r2's whole 8192-token prompt runs beside r0's decode"),
     Part("gap_source", "Where the longest output gap comes from (one or two sentences)"),
