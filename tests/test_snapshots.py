@@ -48,6 +48,11 @@ def test_bad_input() -> None:
         snapshot_positions(100, 0)
     with pytest.raises(ValueError, match="matched_tokens"):
         restore(-1, [])
+    with pytest.raises(ValueError, match="snapshots"):
+        restore(10, [4, -2])
+    with pytest.raises(ValueError, match="snapshots"):
+        restore(10, [4.5])
+    assert restore(10, []).restored_from == 0 and restore(3, [4, 8]).recomputed_tokens == 3
 
 
 def test_hybrid_restore_paths_figure_8_21() -> None:

@@ -35,12 +35,14 @@ class Restore:
     recomputed_tokens: int
 
 
-def restore(matched_tokens: int, snapshots: list[int]) -> Restore:
+def restore(matched_tokens: int, snapshots: "list[int] | np.ndarray") -> Restore:
     """Resume a text match of ``matched_tokens`` from the latest snapshot at or before it (0: from scratch)."""
     non_negative_int("matched_tokens", matched_tokens)
-    for s in snapshots:
-        non_negative_int("snapshots[i]", s)
-    start = max((s for s in snapshots if s <= matched_tokens), default=0)
+    pos = np.asarray(snapshots)
+    if pos.size and (pos.dtype.kind not in "iu" or pos.min() < 0):
+        raise ValueError(f"snapshots must be non-negative integer token positions, got {pos[:5].tolist()}...")
+    earlier = pos[pos <= matched_tokens]
+    start = int(earlier.max()) if earlier.size else 0
     return Restore(matched_tokens, start, matched_tokens - start)
 
 
