@@ -23,6 +23,7 @@ from ._validate import one_of, positive
 
 _CHUNK_VALUES = 1 << 16  # values processed per pass: keeps the temporaries in cache
 _JUST_BELOW_HALF = np.nextafter(np.float32(0.5), np.float32(0))
+_BYTE_ONES = np.uint64(0x0101010101010101)
 
 
 @dataclass(frozen=True)
@@ -102,15 +103,15 @@ def block_format(fmt: str) -> BlockFormat:
 
 # ---- helpers ------------------------------------------------------------------------------
 
-def _round_away(v: np.ndarray) -> np.ndarray:
-    """C ``roundf`` (nearest, halves away from zero) in float32: trunc(v + copysign(0.5 - 2^-25, v)).
+def _round_away_int8(v: np.ndarray) -> np.ndarray:
+    """C ``(int8_t)roundf(v)`` for |v| <= 127.5: nearest integer, halves away from zero.
 
-    Adding the largest float below 0.5 rounds exactly like roundf: an exact half reaches the next
-    integer through the addition's own rounding, anything below a half stays under it.
+    Adding the largest float below 0.5 (with v's sign) and truncating rounds exactly like roundf: an exact
+    half reaches the next integer through the addition's own rounding, anything below a half stays under it.
     """
     r = np.copysign(_JUST_BELOW_HALF, v)
     r += v
-    return np.trunc(r, out=r)
+    return r.astype(np.int8)  # float -> int casts truncate toward zero
 
 
 def _fp16_bytes(d: np.ndarray) -> np.ndarray:
@@ -151,9 +152,10 @@ def _check_bytes(data: np.ndarray, fmt: BlockFormat) -> np.ndarray:
 def _q8_0_encode(b: np.ndarray) -> np.ndarray:
     a = np.abs(b)
     d = np.take_along_axis(a, a.argmax(axis=1, keepdims=True), axis=1) / np.float32(127)  # argmax beats max here
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):
         inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
-    q = _round_away(b * inv).astype(np.int8).view(np.uint8)
+    with np.errstate(over="ignore", invalid="ignore"):  # subnormal blocks: 1/d overflows, d is 0 in fp16 anyway
+        q = _round_away_int8(b * inv).view(np.uint8)
     out = np.empty((b.shape[0], 34), np.uint8)
     out[:, :2] = _fp16_bytes(d)
     out[:, 2:] = q
@@ -173,16 +175,17 @@ def _signed_absmax(b: np.ndarray) -> np.ndarray:
 
 def _q4_0_encode(b: np.ndarray) -> np.ndarray:
     d = _signed_absmax(b) / np.float32(-8)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):
         inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
-    v = b * inv
-    v += np.float32(8.5)
-    np.trunc(v, out=v)
-    np.minimum(v, np.float32(15), out=v)
-    q = v.astype(np.uint8)
+    with np.errstate(over="ignore", invalid="ignore"):  # subnormal blocks: 1/d overflows, d is 0 in fp16 anyway
+        v = b * inv
+        v += np.float32(8.5)  # in [0.5, 16.5]: the uint8 cast truncates like ggml's (int8_t) cast
+        q = v.astype(np.uint8).view(np.uint64)  # (n, 4): eight codes per lane
+    # clamp 16 to 15 (subtract bit 4 of each byte), then pack nibble j | nibble j+16 << 4
+    q -= (q >> np.uint64(4)) & _BYTE_ONES
     out = np.empty((b.shape[0], 18), np.uint8)
     out[:, :2] = _fp16_bytes(d)
-    np.bitwise_or(q[:, :16], q[:, 16:] << np.uint8(4), out=out[:, 2:])
+    out[:, 2:] = (q[:, :2] | (q[:, 2:] << np.uint64(4))).view(np.uint8)
     return out
 
 
@@ -201,36 +204,40 @@ def _q4_0_decode(blk: np.ndarray) -> np.ndarray:
 _STEPS = list(np.float32(-0.5) + np.float32(0.1) * np.arange(16, dtype=np.float32) + np.float32(3))
 
 
-def _csum(a: np.ndarray) -> np.ndarray:
-    """Sum over the last axis in sequential order (as a C loop does in float32)."""
-    return np.cumsum(a, axis=-1, dtype=np.float32)[..., -1]
+def _seqsum(a: np.ndarray) -> np.ndarray:
+    """Sum over axis 0 in sequential order, in float32 (as a C loop accumulates): a[0] + a[1] + ..."""
+    out = a[0].copy()
+    for row in a[1:]:
+        out += row
+    return out
 
 
-def _qkx2(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """ggml's make_qkx2_quants(n=16, nmax=3, weights=|x|, rmin=-0.5, rdelta=0.1, nstep=15, mad) per row.
+def _qkx2(xt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ggml's make_qkx2_quants(n=16, nmax=3, weights=|x|, rmin=-0.5, rdelta=0.1, nstep=15, mad) per column.
 
-    Returns (codes (n, 16) uint8, scale (n,), the_min (n,)) in float32.
+    ``xt`` is (16, m): one sub-block per column, so every reduction is a loop of 16 vector operations.
+    Returns (codes (16, m) float32, scale (m,), the_min (m,)) in float32.
     """
     f32 = np.float32
-    w = np.abs(x)
-    mn = np.minimum(x.min(axis=1), f32(0))
-    mx = x.max(axis=1)
-    sum_w = _csum(w)
-    sum_x = _csum(w * x)
+    w = np.abs(xt)
+    mn = np.minimum(xt.min(axis=0), f32(0))
+    mx = xt.max(axis=0)
+    sum_w = _seqsum(w)
+    sum_x = _seqsum(w * xt)
     flat = mx == mn
     iscale = f32(3) / np.where(flat, f32(1), mx - mn)
     scale = f32(1) / iscale
-    L = np.clip(np.rint(iscale[:, None] * (x - mn[:, None])), 0, 3)
-    best = _csum(w * np.abs(scale[:, None] * L + mn[:, None] - x))
+    L = np.clip(np.rint(iscale * (xt - mn)), 0, 3)
+    best = _seqsum(w * np.abs(scale * L + mn - xt))
 
     # ggml runs the 16 trial scales in order and a step it accepts moves ``min`` for the next ones,
     # so the steps stay a loop (each one vectorized over all sub-blocks)
     for step in _STEPS:
         with np.errstate(divide="ignore", invalid="ignore"):
             iscale = step / np.where(flat, f32(1), mx - mn)
-        La = np.clip(np.rint(iscale[:, None] * (x - mn[:, None])), 0, 3)
+        La = np.clip(np.rint(iscale * (xt - mn)), 0, 3)
         wl = w * La
-        sum_l, sum_l2, sum_xl = _csum(wl), _csum(wl * La), _csum(wl * x)
+        sum_l, sum_l2, sum_xl = _seqsum(wl), _seqsum(wl * La), _seqsum(wl * xt)
         D = sum_w * sum_l2 - sum_l * sum_l
         ok = D > 0
         Ds = np.where(ok, D, f32(1))
@@ -241,15 +248,15 @@ def _qkx2(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             with np.errstate(divide="ignore", invalid="ignore"):
                 this_scale = np.where(pos, sum_xl / sum_l2, this_scale)
             this_min = np.where(pos, f32(0), this_min)
-        err = _csum(w * np.abs(this_scale[:, None] * La + this_min[:, None] - x))
+        err = _seqsum(w * np.abs(this_scale * La + this_min - xt))
         take = ok & (err < best)
-        L = np.where(take[:, None], La, L)
+        L = np.where(take, La, L)
         best = np.where(take, err, best)
         scale = np.where(take, this_scale, scale)
         mn = np.where(take, this_min, mn)
-    L = np.where(flat[:, None], f32(0), L)
+    L = np.where(flat, f32(0), L)
     scale = np.where(flat, f32(0), scale)
-    return L.astype(np.uint8), scale.astype(f32), (-mn).astype(f32)
+    return L, scale.astype(f32), (-mn).astype(f32)
 
 
 def _nearest(v: np.ndarray) -> np.ndarray:
@@ -259,9 +266,8 @@ def _nearest(v: np.ndarray) -> np.ndarray:
 def _q2_K_encode(b: np.ndarray) -> np.ndarray:
     f32 = np.float32
     n = b.shape[0]
-    sub = b.reshape(n * 16, 16)
-    L, scales, mins = _qkx2(sub)
-    L, scales, mins = L.reshape(n, 16, 16), scales.reshape(n, 16), mins.reshape(n, 16)
+    L, scales, mins = _qkx2(np.ascontiguousarray(b.reshape(n * 16, 16).T))
+    L, scales, mins = L.T.reshape(n, 16, 16), scales.reshape(n, 16), mins.reshape(n, 16)
     max_scale = np.maximum(scales.max(axis=1), f32(0))
     max_min = np.maximum(mins.max(axis=1), f32(0))
     with np.errstate(divide="ignore"):
@@ -334,7 +340,7 @@ def quantize(x: np.ndarray, fmt: str) -> np.ndarray:
     x = _check_values(x, f)
     blocks = x.reshape(-1, f.block_values)
     out = np.empty((blocks.shape[0], f.block_bytes), np.uint8)
-    step = max(_CHUNK_VALUES // f.block_values, 1) if fmt != "q2_K" else 64
+    step = max(_CHUNK_VALUES // f.block_values, 1)
     encode = _CODECS[fmt][0]
     for i in range(0, blocks.shape[0], step):
         out[i:i + step] = encode(blocks[i:i + step])
