@@ -95,7 +95,7 @@ def test_q2_K_fields_decode_the_block() -> None:
     blk = quantize(x, "q2_K")
     f = quant.q2_K_fields(blk)
     codes = ((blk[0, 16:80].reshape(2, 1, 32) >> np.array([0, 2, 4, 6], np.uint8)[None, :, None]) & 3).reshape(16, 16)
-    y = (f["step d*s_j"].to_numpy(np.float32)[:, None] * codes - f["offset dmin*m_j"].to_numpy(np.float32)[:, None])
+    y = (f["step d*sc_j"].to_numpy(np.float32)[:, None] * codes - f["offset dmin*m_j"].to_numpy(np.float32)[:, None])
     assert np.array_equal(y.astype(np.float32).ravel(), dequantize(blk, "q2_K").ravel())
     t = quant.format_table()
     assert t.loc["q2_K", "bits per value"] == 2.625 and round(t.loc["q2_K", "metadata share"], 2) == 0.24

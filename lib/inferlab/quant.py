@@ -313,13 +313,13 @@ def _q2_K_decode(blk: np.ndarray) -> np.ndarray:
 
 
 def q2_K_fields(block: np.ndarray) -> "pd.DataFrame":
-    """The 16 sub-blocks of one q2_K block: 4-bit scale and min codes, and the step d*s_j and offset dmin*m_j."""
+    """The 16 sub-blocks of one q2_K block: 4-bit scale and min codes sc_j, m_j, and the step d*sc_j and offset dmin*m_j."""
     import pandas as pd
 
     blk = _check_bytes(np.asarray(block).reshape(-1)[:84], FORMATS["q2_K"]).reshape(1, 84)
     sc = blk[0, :16]
     d, dmin = float(_fp16_at(blk, 80)[0, 0]), float(_fp16_at(blk, 82)[0, 0])
-    return pd.DataFrame({"scale code s_j": sc & 15, "min code m_j": sc >> 4, "step d*s_j": d * (sc & 15),
+    return pd.DataFrame({"scale code sc_j": sc & 15, "min code m_j": sc >> 4, "step d*sc_j": d * (sc & 15),
                          "offset dmin*m_j": dmin * (sc >> 4)}, index=pd.RangeIndex(16, name="sub-block"))
 
 
