@@ -136,7 +136,8 @@ def test_fp8_and_bf16_round_trip() -> None:
     codes, scale = quant.fp8_e4m3_encode(x)
     assert codes.dtype == np.uint8 and scale == pytest.approx(np.abs(x).max() / 448)
     y = quant.fp8_e4m3_decode(codes, scale)
-    assert np.array_equal(y, (x / np.float32(scale)).astype(ml_dtypes.float8_e4m3fn).astype(np.float32) * np.float32(scale))
+    e4m3 = (x / np.float32(scale)).astype(ml_dtypes.float8_e4m3fn)
+    assert np.array_equal(y, e4m3.astype(np.float32) * np.float32(scale))
     rel = np.abs(y - x) / np.maximum(np.abs(x), 1e-3 * np.abs(x).max())
     assert np.median(rel) < 2 ** -4  # 3 mantissa bits: half an ulp is 2^-4 relative
     assert np.abs(quant.fp8_e4m3_round_trip(np.array([1000.0]), scale=1.0)).max() == 448.0  # saturates

@@ -92,7 +92,7 @@ class LinearITL:
 
 
 def published_itl_fits() -> dict[str, LinearITL]:
-    """The chapter's ITL fits by KV format (H100, Llama-3.1-8B): ms = 6.44 + 4.37e-5 L (BF16), 6.58 + 2.37e-5 L (FP8)."""
+    """The chapter's ITL fits by KV format (H100, Llama-3.1-8B): 6.44 + 4.37e-5 L and 6.58 + 2.37e-5 L ms."""
     t = published("kv_formats_fit_8_4_2").set_index("format")
     return {f: LinearITL(f"{f.upper()} KV", float(r.fixed_s), float(r.per_token_s)) for f, r in t.iterrows()}
 
@@ -110,7 +110,8 @@ def itl_crossover(a: LinearITL, b: LinearITL) -> float:
 
 def itl_crossover_symbolic() -> tuple[sp.Eq, sp.Expr]:
     """(tau_0 + tau_1 L for BF16 = the same for FP8, L* solved by sympy)."""
-    L, a1, b1, a2, b2 = sp.symbols(r"L \tau_{0\mathrm{B}} \tau_{1\mathrm{B}} \tau_{0\mathrm{F}} \tau_{1\mathrm{F}}", positive=True)
+    names = r"L \tau_{0\mathrm{B}} \tau_{1\mathrm{B}} \tau_{0\mathrm{F}} \tau_{1\mathrm{F}}"
+    L, a1, b1, a2, b2 = sp.symbols(names, positive=True)
     eq = sp.Eq(a1 + b1 * L, a2 + b2 * L)
     return eq, sp.solve(eq, L)[0]
 

@@ -313,7 +313,7 @@ def _q2_K_decode(blk: np.ndarray) -> np.ndarray:
 
 
 def q2_K_fields(block: np.ndarray) -> "pd.DataFrame":
-    """The 16 sub-blocks of one q2_K block: 4-bit scale and min codes sc_j, m_j, and the step d*sc_j and offset dmin*m_j."""
+    """The 16 sub-blocks of one q2_K block: scale and min codes sc_j, m_j; step d*sc_j and offset dmin*m_j."""
     import pandas as pd
 
     blk = _check_bytes(np.asarray(block).reshape(-1)[:84], FORMATS["q2_K"]).reshape(1, 84)

@@ -1,4 +1,4 @@
-"""Drawings and explorers of section 8.4: block layouts, format error, KV sizes, offloading and prefetch, quality grids."""
+"""Drawings and explorers of section 8.4: block layouts, format error, KV sizes, offloading, prefetch, quality grids."""
 
 from __future__ import annotations
 
@@ -73,7 +73,8 @@ def draw_q2_K_block(x: np.ndarray) -> Figure:
     return fig
 
 
-def format_errors(x: np.ndarray, formats: tuple[str, ...] = ("bf16", "fp8_e4m3", "q8_0", "q4_0", "q2_K")) -> pd.DataFrame:
+def format_errors(x: np.ndarray,
+                  formats: tuple[str, ...] = ("bf16", "fp8_e4m3", "q8_0", "q4_0", "q2_K")) -> pd.DataFrame:
     """Bits per value and relative RMS error of ``x`` stored in each format."""
     rms = float(np.sqrt(np.mean(x.astype(np.float64) ** 2)))
     rows = []
@@ -116,7 +117,8 @@ def weight_fit_view(context_tokens: int = 8192, reserved_gib: float = 8.0) -> Fi
         fit = kc.weight_file_fit(size, m2.memory_bytes, reserved_gib * GiB, big, context_tokens)
         kv = fit.kv_bytes_per_request
         ax.barh(i, size / GiB, color=COLORS["weights"], label="weight file" if i == 0 else None)
-        ax.barh(i, kv / GiB, left=size / GiB, color=META_COLOR, alpha=0.8, label="KV of one request" if i == 0 else None)
+        ax.barh(i, kv / GiB, left=size / GiB, color=META_COLOR, alpha=0.8,
+                label="KV of one request" if i == 0 else None)
         verdict = "fits" if fit.left_bytes >= kv else "does not fit"
         ax.text((size + kv) / GiB + 0.3, i, f"{verdict} ({fit.left_bytes / GiB:+.2f} GiB before KV)", va="center",
                 fontsize=9)
@@ -186,7 +188,8 @@ def kv_format_view(context_tokens: int = 8192, fmt: str = "q8_0", conversion_ms:
     b.axhline(0, color="#555555", lw=0.8)
     here = kc.read_saving(bf16 - target, beta, conversion_ms * ms)
     b.plot([conversion_ms], [here / ms], "o", color=COLORS["deadline"])
-    b.annotate(f"{here / ms:+.3f} ms", (conversion_ms, here / ms), textcoords="offset points", xytext=(6, 6), fontsize=9)
+    b.annotate(f"{here / ms:+.3f} ms", (conversion_ms, here / ms), textcoords="offset points", xytext=(6, 6),
+               fontsize=9)
     b.set_xlabel("conversion time T_conv (ms)")
     b.set_ylabel("net time saved (ms)")
     b.set_title(f"bf16 -> {fmt} at {beta / 1e12:.2f} TB/s")
@@ -249,7 +252,8 @@ def draw_timeline(ax: Axes, result: off.PipelineResult, title: str) -> None:
     ax.grid(False)
 
 
-def prefetch_timelines(link_bandwidth: float = PCIE_GEN5_X16, every: int = 4, n_steps: int = 2) -> dict[int, off.PipelineResult]:
+def prefetch_timelines(link_bandwidth: float = PCIE_GEN5_X16, every: int = 4,
+                       n_steps: int = 2) -> dict[int, off.PipelineResult]:
     """The running example's pipeline with one and two buffers: 36 layers of 26.26/36 ms, 288 MiB per copy."""
     layers = off.offloaded_layers(MODEL.n_layers, every)
     copy = off.copy_time(MODEL.ffn_layer_bytes(), link_bandwidth)
