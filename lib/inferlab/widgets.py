@@ -5,18 +5,35 @@ result (a Figure, a DataFrame, Markdown...) as a plain output with a display id;
 of any control calls ``draw`` again and updates that output in place. The first result is
 an ordinary output, so the static HTML shows the default state, and no ``Output`` widget is
 involved (which also keeps headless execution free of the nbclient stall, see ``headless``).
+
+Offline frames: when the book is built (``INFERLAB_OFFLINE_FRAMES`` set by ``conftest.py`` and by
+the Sphinx extension ``inferlab.sphinx_offline``), displaying an explorer emits instead a plain
+HTML block: frames of ``draw`` rendered for a few values of its first control (the others at
+their defaults) behind an ``<input type=range>``, which the book's small script swaps with no
+kernel and no network. The dead ipywidgets controls are then not shown.
 """
 
 from __future__ import annotations
 
+import base64
+import html
+import io
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import ipywidgets as w
+import numpy as np
 from matplotlib.figure import Figure
 
 from .plot import to_png
+
+#: Environment variable that switches displayed explorers to offline frames (set for headless builds).
+OFFLINE_ENV = "INFERLAB_OFFLINE_FRAMES"
+#: Frames per offline slider, and their resolution (dots per inch; the live widget uses the style's 100).
+OFFLINE_FRAMES = 8
+OFFLINE_DPI = 72
 
 _LAYOUT = {"description_width": "160px"}
 _WIDTH = "460px"
@@ -62,8 +79,7 @@ def choice(label: str, options: Sequence[Any] | dict[str, Any], value: Any = Non
 
 def _extremes(control: w.ValueWidget) -> list[Any]:
     if isinstance(control, w.Dropdown):
-        return [value for _, value in control.options] if control.options and isinstance(control.options[0], tuple) \
-            else list(control.options)
+        return list(control._options_values)  # list, (label, value) pairs or a mapping, as ipywidgets 8 keeps them
     if isinstance(control, w.FloatLogSlider):
         return [control.base**control.min, control.base**control.max]
     if hasattr(control, "min") and hasattr(control, "max"):
@@ -71,6 +87,72 @@ def _extremes(control: w.ValueWidget) -> list[Any]:
     if isinstance(control, w.Checkbox | w.ToggleButton):
         return [False, True]
     return [control.value]
+
+
+def _snap(x: float, lo: float, step: float) -> float:
+    return round(lo + round((x - lo) / step) * step, 12) if step else x
+
+
+def _spread(grid: list[Any], current: Any, n: int) -> list[Any]:
+    """``grid`` (sorted, ends first and last) with ``current`` in place of its nearest inner point."""
+    if current in grid:
+        return grid
+    inner = grid[1:-1]
+    if len(grid) >= n and inner:
+        grid = [g for g in grid if g is not min(inner, key=lambda g: abs(g - current))]
+    return sorted([*grid, current])
+
+
+def knob_values(control: w.ValueWidget, n: int = OFFLINE_FRAMES) -> list[Any]:
+    """At most ``n`` values spread over ``control``'s range, snapped to its step, its current value included."""
+    if n < 2:
+        raise ValueError(f"n must be at least 2, got {n}")
+    current = control.value
+    if isinstance(control, w.Dropdown):
+        options = _extremes(control)
+        if len(options) <= n:
+            return options
+        picks = sorted(set(np.linspace(0, len(options) - 1, n).round().astype(int).tolist()))
+        return [options[i] for i in _spread(picks, options.index(current), n)]
+    if isinstance(control, w.Checkbox | w.ToggleButton):
+        return [False, True]
+    if isinstance(control, w.FloatLogSlider):
+        exps = sorted({_snap(e, control.min, control.step) for e in np.linspace(control.min, control.max, n)})
+        return _spread([round(control.base**e, 12) for e in exps], current, n)
+    if hasattr(control, "min") and hasattr(control, "max"):
+        step = getattr(control, "step", 0) or 0
+        cast = int if isinstance(control, w.IntSlider) else float
+        grid = {cast(min(max(_snap(float(x), control.min, step), control.min), control.max))
+                for x in np.linspace(control.min, control.max, n)}
+        return _spread(sorted(grid), current, n)
+    return [current]
+
+
+def _option_label(control: w.ValueWidget, value: Any) -> str:
+    if isinstance(control, w.Dropdown):
+        return str(control._options_labels[list(control._options_values).index(value)])
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _frame_html(result: Any, dpi: int) -> str:
+    """One frame: a Figure as an inline PNG at ``dpi``; anything else as its HTML, Markdown or text."""
+    if isinstance(result, Figure):
+        buf = io.BytesIO()
+        result.savefig(buf, format="png", dpi=dpi)
+        width = round(result.get_figwidth() * dpi)
+        return f'<img src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}" width="{width}" alt="">'
+    for method in ("_repr_html_",):
+        if hasattr(result, method):
+            return getattr(result, method)()
+    text = getattr(result, "data", result)
+    return f"<pre>{html.escape(str(text))}</pre>"
+
+
+def offline_mode() -> bool:
+    """True when displayed explorers should emit offline frames (a headless book build)."""
+    return os.environ.get(OFFLINE_ENV, "") not in ("", "0")
 
 
 @dataclass
@@ -118,6 +200,35 @@ class Explorer:
             return Image(to_png(result))
         return result
 
+    def offline_html(self, n_frames: int = OFFLINE_FRAMES, dpi: int = OFFLINE_DPI) -> str:
+        """A self-contained HTML block: frames for values of the first control behind a range input."""
+        name, control = next(iter(self.controls.items()))
+        values = knob_values(control, n_frames)
+        frames = []
+        for value in values:
+            try:
+                body = _frame_html(self.render(**{name: value}), dpi)
+            except ValueError as err:
+                body = f"<p><strong>These settings are not valid:</strong> {html.escape(str(err))}</p>"
+            label = html.escape(_option_label(control, value))
+            hidden = "" if value == control.value else " hidden"
+            frames.append(f'<div class="inferlab-frame" data-label="{label}"{hidden}>{body}</div>')
+        start = values.index(control.value)
+        knob = html.escape(control.description or name)
+        others = ", ".join(f"{html.escape(c.description or n)} = {html.escape(_option_label(c, c.value))}"
+                           for n, c in list(self.controls.items())[1:])
+        fixed = f" The other knobs stay at their defaults ({others})." if others else ""
+        return (
+            f'<figure class="inferlab-frames" data-knob="{html.escape(name)}">'
+            f'<div class="inferlab-frames-stage">{"".join(frames)}</div>'
+            f'<label class="inferlab-frames-control">{knob}: '
+            f'<input type="range" min="0" max="{len(values) - 1}" step="1" value="{start}" aria-label="{knob}"> '
+            f'<output>{html.escape(_option_label(control, control.value))}</output></label>'
+            f'<figcaption>Offline, this slider moves <em>{knob}</em> over {len(values)} frames drawn when the '
+            f'book was built.{fixed} Every knob is live in the notebook: "Try it live" at the top of the page '
+            f"(in your browser), Binder or Colab.</figcaption></figure>"
+        )
+
     def _update(self, _change: dict | None = None) -> None:
         if self._handle is not None:
             self._handle.update(self.displayable())
@@ -125,6 +236,10 @@ class Explorer:
     def _ipython_display_(self) -> None:
         from IPython.display import display
 
+        if offline_mode():
+            display({"text/html": self.offline_html(), "text/plain": f"<Explorer of {self.draw.__name__}>"},
+                    raw=True)
+            return
         display(w.VBox(list(self.controls.values())))
         self._handle = display(self.displayable(), display_id=True)
         for control in self.controls.values():

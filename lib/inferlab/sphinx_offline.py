@@ -1,0 +1,124 @@
+"""Sphinx extension: a book that works offline and can be played with (no CDN, no kernel).
+
+- Serves MathJax, require.js and the Jupyter widget manager from the built site's ``_static``,
+  copied from the pinned npm packages in ``web/`` (``make`` runs ``npm ci`` there).
+- Serves the offline-slider script and style, and switches displayed explorers to offline
+  frames (``inferlab.widgets.OFFLINE_ENV``) in the kernels the build starts.
+- Puts a "Try it live" banner on every notebook page, linking to the JupyterLite site that
+  jupyterlite-sphinx builds into ``lite/``, with the ``inferlab`` wheel built here.
+- Drops scripts that extensions add twice (sphinx-thebe's ``const THEBE_JS_URL``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from .widgets import OFFLINE_ENV
+
+#: Files and folders taken from web/node_modules into _static (source glob -> parent folder under _static).
+ASSETS: dict[str, str] = {
+    "mathjax/es5/tex-mml-chtml.js": "mathjax",
+    "mathjax/es5/input": "mathjax",
+    "mathjax/es5/output/chtml": "mathjax/output",
+    "mathjax/es5/ui": "mathjax",
+    "mathjax/es5/a11y": "mathjax",
+    "mathjax/es5/sre": "mathjax",
+    "mathjax/es5/adaptors": "mathjax",
+    "requirejs/require.js": ".",
+    "@jupyter-widgets/html-manager/dist/embed-amd.js": ".",
+    "@jupyter-widgets/html-manager/dist/*.woff2": ".",
+    "@jupyter-widgets/html-manager/dist/*.woff": ".",
+    "@jupyter-widgets/html-manager/dist/*.ttf": ".",
+    "@jupyter-widgets/html-manager/dist/*.eot": ".",
+    "@jupyter-widgets/html-manager/dist/*.svg": ".",
+}
+HERE = Path(__file__).resolve().parent
+LITE_NOTE = ("it runs in your browser with every knob live; the book's files ship with it, "
+             "Pyodide and its packages load from the Pyodide CDN on first use")
+
+
+def stage_assets(node_modules: Path, dest: Path) -> Path:
+    """Copy ``ASSETS`` from ``node_modules`` into ``dest`` (a static folder); ValueError names what is missing."""
+    if not node_modules.is_dir():
+        raise ValueError(f"node_modules ({node_modules}) is missing: run `make` (npm ci in web/)")
+    for pattern, target in ASSETS.items():
+        matches = sorted(node_modules.glob(pattern))
+        if not matches:
+            raise ValueError(f"node_modules lacks {pattern}: run `npm ci` in web/")
+        for src in matches:
+            out = dest / target / src.name
+            if src.is_dir():
+                shutil.copytree(src, out, dirs_exist_ok=True)
+            elif not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, out)
+    shutil.copytree(HERE / "book_static", dest, dirs_exist_ok=True)
+    return dest
+
+
+def build_wheel(project: Path, dest: Path) -> Path:
+    """Build the ``inferlab`` wheel (no dependencies, no network) into ``dest``; its path."""
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--wheel-dir", str(dest), str(project)], check=True)
+    (wheel,) = dest.glob("inferlab-*.whl")
+    return wheel
+
+
+def _configure(app: Any, config: Any) -> None:
+    root = Path(app.srcdir)
+    build = Path(app.outdir).parent
+    static = stage_assets(root / "web" / "node_modules", build / "offline_static")
+    config.html_static_path.append(str(static))
+    if "jupyterlite_sphinx" in config.extensions:
+        wheel = build_wheel(root, build / "lite_wheels")
+        lite_dir = build / "lite_dir"
+        lite_dir.mkdir(parents=True, exist_ok=True)
+        (lite_dir / "jupyter_lite_config.json").write_text(json.dumps(
+            {"PipliteAddon": {"piplite_urls": [str(wheel)]}}, indent=1))
+        config.jupyterlite_dir = str(lite_dir)
+
+
+def _dedupe_scripts(context: dict[str, Any]) -> None:
+    seen: set[tuple[str, tuple]] = set()
+    kept = []
+    for script in context.get("script_files", []):
+        key = (str(script), tuple(sorted((k, str(v)) for k, v in getattr(script, "attributes", {}).items())))
+        if key not in seen:
+            seen.add(key)
+            kept.append(script)
+    context["script_files"] = kept
+
+
+def try_live_banner(pagename: str) -> str:
+    """The "Try it live" banner of a notebook page ``pagename`` (e.g. ``chapters/8-1-1-...``)."""
+    up = "../" * pagename.count("/")
+    href = f"{up}lite/lab/index.html?path={pagename}.ipynb"
+    return (f'<div class="inferlab-try-live"><a class="reference external" href="{href}">Try it live</a>: '
+            f"open this notebook in JupyterLite ({LITE_NOTE}). Run its first cell to install "
+            "<code>inferlab</code>.</div>")
+
+
+def _page_context(app: Any, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
+    _dedupe_scripts(context)
+    source = Path(app.srcdir) / f"{pagename}.ipynb"
+    if doctree is not None and "body" in context and source.exists() \
+            and "jupyterlite_sphinx" in app.config.extensions:
+        context["body"] = try_live_banner(pagename) + context["body"]
+
+
+def setup(app: Any) -> dict[str, Any]:
+    """Register the offline assets, the page banner and the offline frames of explorers."""
+    os.environ[OFFLINE_ENV] = "1"  # kernels started by this build inherit it
+    app.connect("config-inited", _configure, priority=400)  # before jupyterlite-sphinx reads its config
+    app.connect("html-page-context", _page_context)
+    app.add_js_file("inferlab-frames.js", defer="defer")
+    app.add_css_file("inferlab-frames.css")
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
