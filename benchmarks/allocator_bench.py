@@ -10,7 +10,7 @@ of 16-512 tokens, a fifth of the requests resent exactly, a third continuing a f
 conversation (its prompt and output plus new text), outputs of 8-128 tokens decoded one
 token per operation, up to 32 running requests, 16-token blocks, and a pool small enough
 that freed blocks are reused (so cached blocks are evicted and found again). Every checked
-call is timed: ours runs ``can_allocate`` then ``allocate``, ``can_append`` then ``append``;
+call is timed: ours runs ``can_allocate`` then ``allocate``, ``can_append`` then ``append_token``;
 nano-vllm runs ``can_allocate``, ``allocate`` and ``hash_blocks`` per admission and
 ``can_append``, ``may_append`` and ``hash_blocks`` per decoded token, as its scheduler does.
 Its ``Sequence`` objects are built before the clock starts (ours copies the tokens inside).
@@ -81,7 +81,7 @@ def run_ours(ops: list[tuple], num_blocks: int, block_size: int) -> tuple[float,
         if kind == "append":
             if not bm.can_append(sid):
                 raise RuntimeError("pool too small for the stream")
-            bm.append(sid, [op[2]])
+            bm.append_token(sid, op[2])
         elif kind == "alloc":
             if not bm.can_allocate(op[2]):
                 raise RuntimeError("pool too small for the stream")

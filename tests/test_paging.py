@@ -555,3 +555,30 @@ def test_unhashable_sequence_ids_are_named() -> None:
     bm.allocate("s", [1])
     with pytest.raises(ValueError, match="child_id"):
         bm.fork("s", ["t"])
+
+
+def test_append_checks_on_a_preempted_sequence_point_to_resume() -> None:
+    bm = BlockManager(4, 4)
+    bm.allocate("s", [1, 2, 3])
+    bm.preempt("s")
+    for call in (lambda: bm.can_append("s"), lambda: bm.can_append("s", 2), lambda: bm.append_blocks_needed("s")):
+        with pytest.raises(ValueError, match="preempted"):
+            call()
+
+
+def test_append_token_is_the_checked_decode_step() -> None:
+    bm = BlockManager(3, 2, vocab_size=50)
+    bm.allocate("s", [1])
+    bm.fork("s", "t")
+    assert bm.append_token("s", np.int32(7)) != []  # shared partial tail: copied first
+    assert bm.append_token("s", 8) == [] and bm.read("s") == [1, 7, 8]
+    before = _snapshot(bm)
+    for bad in (True, 2.0, -1, 50, "a", None):
+        with pytest.raises(ValueError, match="tokens|token"):
+            bm.append_token("t", bad)
+    assert _snapshot(bm) == before
+    bm.append_token("t", 9)  # t owns the old tail now: written in place
+    assert bm.append_token("s", 10) == []  # fills s's second block
+    with pytest.raises(OutOfBlocks):
+        bm.append_token("s", 11)  # s needs a third block; the pool of three is full
+    assert bm.read("t") == [1, 9] and bm.read("s") == [1, 7, 8, 10] and bm.num_free == 0

@@ -55,6 +55,7 @@ class BlockIndex:
         if not callable(hash_fn):
             raise ValueError(f"hash_fn must be callable (prev_hash, tokens) -> int, got {hash_fn!r}")
         self.hash_fn = hash_fn
+        self._default = hash_fn is chained_hash  # inlined below: a Python call per block costs as much as the hash
         self.root = PrefixNode(None, (), None)
         self.buckets: dict[int, list[PrefixNode]] = {}
 
@@ -62,16 +63,27 @@ class BlockIndex:
         """Indexed nodes (the root excluded)."""
         return sum(len(b) for b in self.buckets.values())
 
+    def hash(self, parent: PrefixNode, tokens: tuple[int, ...]) -> int:
+        """The chained hash of ``tokens`` right after ``parent``."""
+        prev = parent.hash
+        if self._default:
+            return hash(tokens) if prev is None else hash((prev, tokens))
+        return self.hash_fn(prev, tokens)
+
     def find(self, parent: PrefixNode, tokens: tuple[int, ...]) -> PrefixNode | None:
         """The node for ``tokens`` right after ``parent``, or None."""
-        for node in self.buckets.get(self.hash_fn(parent.hash, tokens), ()):
+        for node in self.buckets.get(self.hash(parent, tokens), ()):
             if node.parent is parent and node.tokens == tokens:
                 return node
         return None
 
     def add(self, block_id: int, parent: PrefixNode, tokens: tuple[int, ...]) -> PrefixNode:
         """Record that ``block_id`` holds ``tokens`` after ``parent``; return its node (found or new)."""
-        h = self.hash_fn(parent.hash, tokens)
+        prev = parent.hash
+        if self._default:
+            h = hash(tokens) if prev is None else hash((prev, tokens))
+        else:
+            h = self.hash_fn(prev, tokens)
         bucket = self.buckets.get(h)
         if bucket is None:
             bucket = self.buckets[h] = []

@@ -81,6 +81,7 @@ class SeqState:
     tokens: list[int]
     block_table: list[int] = field(default_factory=list)
     preempted: bool = False
+    tail: _Block | None = None  # the block of block_table[-1], for the decode step
 
 
 @dataclass(frozen=True)
@@ -226,14 +227,17 @@ class BlockManager:
 
     def can_append(self, seq_id: Hashable, n_tokens: int = 1) -> bool:
         """Whether ``n_tokens`` can be appended to ``seq_id`` now."""
-        seq = self._seq(seq_id)
-        if n_tokens == 1 and type(n_tokens) is int:  # the decode step, without the general path
-            fill = len(seq.tokens) % self.block_size
-            if fill == 0:
-                return self._fresh < self.num_blocks or bool(self._freed)
-            blk = self._blocks[seq.block_table[-1]]
-            if blk.ref == 1 and len(blk.tokens) == fill:
-                return True
+        if type(n_tokens) is int and n_tokens == 1:  # the decode step, without the general path
+            try:
+                seq = self.seqs[seq_id]
+            except (KeyError, TypeError):
+                seq = self._seq(seq_id)  # raises the ValueError
+            if not seq.preempted:
+                fill = len(seq.tokens) % self.block_size
+                if fill == 0:
+                    return self._fresh < self.num_blocks or bool(self._freed)
+                if seq.tail.ref == 1 and len(seq.tail.tokens) == fill:
+                    return True
         return self.append_blocks_needed(seq_id, n_tokens) <= self.num_free
 
     def state(self) -> PoolState:
@@ -268,28 +272,46 @@ class BlockManager:
 
     def append(self, seq_id: Hashable, tokens: Sequence[int]) -> list[tuple[int, int]]:
         """Append ``tokens`` to ``seq_id`` (new blocks on demand); return the (src, dst) block copies made."""
+        if type(tokens) is list and len(tokens) == 1:
+            return self.append_token(seq_id, tokens[0])
+        seq = self._seq(seq_id)
+        if seq.preempted:
+            raise ValueError(f"seq_id {seq_id!r} is preempted; resume it first")
+        toks = token_ids(tokens, limit=self.vocab_size)
+        return self._append(seq_id, seq, toks) if toks else []
+
+    def append_token(self, seq_id: Hashable, token: int) -> list[tuple[int, int]]:
+        """Append one token (a decode step) to ``seq_id``; return the (src, dst) block copies made."""
         try:
             seq = self.seqs[seq_id]
         except (KeyError, TypeError):
             seq = self._seq(seq_id)  # raises the ValueError
         if seq.preempted:
             raise ValueError(f"seq_id {seq_id!r} is preempted; resume it first")
-        if type(tokens) is list and len(tokens) == 1 and type(tokens[0]) is int and 0 <= tokens[0] < self.vocab_size:
-            fill = len(seq.tokens) % self.block_size  # the decode step: one checked token, written directly
-            if fill:
-                blk = self._blocks[seq.block_table[-1]]
-                if blk.ref == 1 and len(blk.tokens) == fill:  # sole owner, nothing after the slot: no copy
+        if type(token) is not int or not 0 <= token < self.vocab_size:
+            token = token_ids([token], limit=self.vocab_size)[0]  # a numpy int passes, anything else raises
+        stoks, blk = seq.tokens, seq.tail
+        fill = len(stoks) % self.block_size
+        if fill:
+            if blk.ref == 1 and len(blk.tokens) == fill:  # sole owner, nothing after the slot: no copy
+                blk.tokens.append(token)
+                stoks.append(token)
+                if fill + 1 == self.block_size and self.prefix_caching:  # full: indexed (plans change)
                     self._version += 1
-                    blk.tokens.append(tokens[0])
-                    seq.tokens.append(tokens[0])
-                    if fill + 1 == self.block_size and self.prefix_caching:
-                        self._register(blk, seq.block_table[-1], len(seq.block_table) - 1, seq.block_table)
-                    return []
-            toks = [tokens[0]]
-        else:
-            toks = token_ids(tokens, limit=self.vocab_size)
-            if not toks:
+                    self._register(blk, seq.block_table[-1], len(seq.block_table) - 1, seq.block_table)
                 return []
+        elif self.block_size > 1 and (self._fresh < self.num_blocks or self._freed):
+            self._version += 1  # a new block: reusing a freed one may drop an indexed block
+            bid = self._take()
+            blk = seq.tail = self._blocks[bid]
+            blk.tokens.append(token)
+            stoks.append(token)
+            seq.block_table.append(bid)
+            return []
+        return self._append(seq_id, seq, [token])
+
+    def _append(self, seq_id: Hashable, seq: SeqState, toks: list[int]) -> list[tuple[int, int]]:
+        """Check room for the validated ``toks``, then write them."""
         need = self._append_need(seq, len(toks))
         if need > self.num_free:
             raise OutOfBlocks(f"{seq_id!r} needs {need} blocks, {self.num_free} free")
@@ -311,7 +333,7 @@ class BlockManager:
         blocks = self._blocks
         for bid in parent.block_table:
             blocks[bid].ref += 1
-        self.seqs[child_id] = SeqState(tokens=list(parent.tokens), block_table=list(parent.block_table))
+        self.seqs[child_id] = SeqState(list(parent.tokens), list(parent.block_table), tail=parent.tail)
 
     def truncate(self, seq_id: Hashable, n_tokens: int) -> None:
         """Keep the first ``n_tokens`` (>= 1) of ``seq_id`` (roll back rejected tokens), releasing emptied blocks.
@@ -330,6 +352,8 @@ class BlockManager:
             self._unref(bid)
         del seq.block_table[keep:]
         del seq.tokens[n_tokens:]
+        if seq.block_table:
+            seq.tail = self._blocks[seq.block_table[-1]]
 
     def free(self, seq_id: Hashable) -> None:
         """Drop ``seq_id`` and its references; blocks read by an in-flight step return when it completes."""
@@ -345,8 +369,7 @@ class BlockManager:
             raise ValueError(f"seq_id {seq_id!r} is already preempted")
         self._version += 1
         self._release(seq.block_table)
-        seq.block_table = []
-        seq.preempted = True
+        seq.block_table, seq.tail, seq.preempted = [], None, True
         return len(seq.tokens)
 
     def resume(self, seq_id: Hashable) -> int:
@@ -439,7 +462,7 @@ class BlockManager:
         default = hash_fn is chained_hash
         for chunk in chunks:
             prev = node.hash
-            if default:  # chained_hash, inlined
+            if default:  # chained_hash, inlined (BlockIndex.hash)
                 h = hash(chunk) if prev is None else hash((prev, chunk))
             else:
                 h = hash_fn(prev, chunk)
@@ -479,11 +502,13 @@ class BlockManager:
             table.append(bid)
             if j < len(chunks):  # a full block (chunks is empty without prefix caching)
                 node = blk.node = index.add(bid, node, chunks[j])
-        seq.tokens, seq.block_table, seq.preempted = toks, table, False
+        seq.tokens, seq.block_table, seq.preempted, seq.tail = toks, table, False, blocks[table[-1]]
         self.cached_tokens_total += cached
         return cached
 
     def _append_need(self, seq: SeqState, n_tokens: int) -> int:
+        if seq.preempted:
+            raise ValueError("seq_id is preempted; resume it first")
         n, p = len(seq.tokens), self.block_size
         new = -(-(n + n_tokens) // p) - len(seq.block_table)
         fill = n % p
@@ -560,6 +585,7 @@ class BlockManager:
                 self._register(blk, bid, len(table) - 1, table)
             i += p
         seq.tokens += toks
+        seq.tail = blk
         return copies
 
     def _register(self, blk: _Block, bid: int, pos: int, table: list[int]) -> None:
