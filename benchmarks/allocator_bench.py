@@ -5,11 +5,17 @@ With a nano-vllm checkout (``--nanovllm`` or env var NANOVLLM_PATH; it needs ``x
 its ``BlockManager`` runs the same request stream in the same process and the ratio is
 printed; its code is loaded from that path, never copied here.
 
-The stream is synthetic and seeded: four shared system prompts (256-2048 tokens), user text
-of 16-512 tokens, a fifth of the requests resent exactly, a third continuing a finished
-conversation (its prompt and output plus new text), outputs of 8-128 tokens decoded one
-token per operation, up to 32 running requests, 16-token blocks, and a pool small enough
-that freed blocks are reused (so cached blocks are evicted and found again). Every checked
+Two seeded synthetic streams ("mixes"), each with up to 32 running requests, 16-token
+blocks, outputs decoded one token per operation and a pool small enough that freed blocks
+are reused (so cached blocks are evicted and found again):
+
+* ``multi-turn``: four shared system prompts (256-2048 tokens) plus 16-512 tokens of user
+  text, a fifth of the requests resent exactly, a third continuing a finished conversation
+  (its prompt and output plus 16-256 new tokens), outputs of 8-128 tokens;
+* ``short``: one 64-token system prompt plus 8-63 tokens, a fifth resent exactly, outputs of
+  4-31 tokens (admission is a larger share of the operations).
+
+Every checked
 call is timed: ours runs ``can_allocate`` then ``allocate``, ``can_append`` then ``append_token``;
 nano-vllm runs ``can_allocate``, ``allocate`` and ``hash_blocks`` per admission and
 ``can_append``, ``may_append`` and ``hash_blocks`` per decoded token, as its scheduler does.
@@ -35,25 +41,34 @@ from inferlab.paging import BlockManager
 VOCAB = 151_936
 
 
-def request_stream(n_ops: int, seed: int = 0, max_running: int = 32) -> list[tuple]:
+MIXES = {  # system prompt lengths, user text, continuation text, share resent, share continued, output, admission rate
+    "multi-turn": ((256, 512, 1024, 2048), (16, 513), (16, 257), 0.2, 0.3, (8, 129), 0.08),
+    "short": ((64,), (8, 64), (8, 64), 0.2, 0.0, (4, 32), 0.3),
+}
+
+
+def request_stream(n_ops: int, seed: int = 0, mix: str = "multi-turn", max_running: int = 32) -> list[tuple]:
     """A seeded list of ("alloc", id, tokens) / ("append", id, token) / ("free", id) operations."""
+    if mix not in MIXES:
+        raise ValueError(f"mix must be one of {sorted(MIXES)}, got {mix!r}")
+    system_lengths, user, more, resent, continued, output, admit = MIXES[mix]
     rng = np.random.default_rng(seed)
-    systems = [rng.integers(0, VOCAB, n).tolist() for n in (256, 512, 1024, 2048)]
+    systems = [rng.integers(0, VOCAB, n).tolist() for n in system_lengths]
     history: list[list[int]] = []  # prompts sent and finished conversations
     running: dict[int, list] = {}  # id -> [tokens so far, tokens left to decode]
     ops: list[tuple] = []
     next_id = 0
     while len(ops) < n_ops:
-        if len(running) < max_running and (not running or rng.random() < 0.08):
+        if len(running) < max_running and (not running or rng.random() < admit):
             kind = rng.random()
-            if history and kind < 0.2:
+            if history and kind < resent:
                 prompt = list(history[rng.integers(len(history))])  # an exact resend
-            elif history and kind < 0.5:
-                prompt = history[rng.integers(len(history))] + rng.integers(0, VOCAB, rng.integers(16, 257)).tolist()
+            elif history and kind < resent + continued:
+                prompt = history[rng.integers(len(history))] + rng.integers(0, VOCAB, rng.integers(*more)).tolist()
             else:
-                prompt = systems[rng.integers(len(systems))] + rng.integers(0, VOCAB, rng.integers(16, 513)).tolist()
+                prompt = systems[rng.integers(len(systems))] + rng.integers(0, VOCAB, rng.integers(*user)).tolist()
             history.append(prompt)
-            running[next_id] = [list(prompt), int(rng.integers(8, 129))]
+            running[next_id] = [list(prompt), int(rng.integers(*output))]
             ops.append(("alloc", next_id, prompt))
             next_id += 1
             continue
@@ -142,28 +157,30 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mix", choices=[*MIXES, "all"], default="all")
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--num-blocks", type=int, default=6000)
     parser.add_argument("--nanovllm", default=os.environ.get("NANOVLLM_PATH"), help="path to a nano-vllm checkout")
     args = parser.parse_args()
-    ops = request_stream(args.ops, args.seed)
-    counts = {k: sum(1 for op in ops if op[0] == k) for k in ("alloc", "append", "free")}
-    prompt_tokens = sum(len(op[2]) for op in ops if op[0] == "alloc")
-    print(f"stream: {len(ops):,} operations ({counts['alloc']:,} allocate, {counts['append']:,} append, "
-          f"{counts['free']:,} free), {prompt_tokens:,} prompt tokens, seed {args.seed}, "
-          f"{args.num_blocks:,} blocks of {args.block_size}; best of {args.repeats}")
     nano_types = load_nanovllm(args.nanovllm) if args.nanovllm else None
-    ours, nano = [], []
-    for _ in range(args.repeats):  # alternate, so both see the same load on a shared machine
-        ours.append(run_ours(ops, args.num_blocks, args.block_size))
-        if nano_types:
-            nano.append(run_nanovllm(ops, args.num_blocks, args.block_size, *nano_types))
-    best = min(t for t, _ in ours)
-    print(f"inferlab BlockManager : {best / len(ops) * 1e6:6.2f} us/op, {ours[0][1]:,} prompt tokens found cached")
-    if nano:
-        nbest = min(t for t, _ in nano)
-        print(f"nano-vllm BlockManager: {nbest / len(ops) * 1e6:6.2f} us/op, {nano[0][1]:,} prompt tokens found cached")
-        print(f"ratio (ours / nano-vllm): {best / nbest:.2f}")
+    for mix in MIXES if args.mix == "all" else [args.mix]:
+        ops = request_stream(args.ops, args.seed, mix)
+        counts = {k: sum(1 for op in ops if op[0] == k) for k in ("alloc", "append", "free")}
+        prompt_tokens = sum(len(op[2]) for op in ops if op[0] == "alloc")
+        print(f"{mix} mix: {len(ops):,} operations ({counts['alloc']:,} allocate, {counts['append']:,} append, "
+              f"{counts['free']:,} free), {prompt_tokens:,} prompt tokens, seed {args.seed}, "
+              f"{args.num_blocks:,} blocks of {args.block_size}; CPU time, best of {args.repeats}")
+        ours, nano = [], []
+        for _ in range(args.repeats):  # alternate, so both see the same load on a shared machine
+            ours.append(run_ours(ops, args.num_blocks, args.block_size))
+            if nano_types:
+                nano.append(run_nanovllm(ops, args.num_blocks, args.block_size, *nano_types))
+        best = min(t for t, _ in ours)
+        print(f"  inferlab BlockManager : {best / len(ops) * 1e6:6.2f} us/op, {ours[0][1]:,} prompt tokens found cached")
+        if nano:
+            nbest = min(t for t, _ in nano)
+            print(f"  nano-vllm BlockManager: {nbest / len(ops) * 1e6:6.2f} us/op, {nano[0][1]:,} prompt tokens found cached")
+            print(f"  ratio (ours / nano-vllm): {best / nbest:.2f}")
 
 
 if __name__ == "__main__":

@@ -15,9 +15,10 @@ bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
 
-def test_stream_is_seeded_and_well_formed() -> None:
-    ops = bench.request_stream(3000, seed=1)
-    assert ops == bench.request_stream(3000, seed=1) and ops != bench.request_stream(3000, seed=2)
+@pytest.mark.parametrize("mix", sorted(bench.MIXES))
+def test_stream_is_seeded_and_well_formed(mix: str) -> None:
+    ops = bench.request_stream(3000, seed=1, mix=mix)
+    assert ops == bench.request_stream(3000, 1, mix) and ops != bench.request_stream(3000, 2, mix)
     assert len(ops) == 3000 and {op[0] for op in ops} == {"alloc", "append", "free"}
     live: set[int] = set()
     for op in ops:  # every append and free names a running request; every id is admitted once
@@ -35,6 +36,11 @@ def test_ours_runs_the_stream_and_finds_the_shared_prefixes() -> None:
     seconds, cached = bench.run_ours(ops, 6000, 16)
     assert seconds > 0 and cached > 0  # system prompts, resends and continuations hit
     assert cached % 16 == 0
+
+
+def test_unknown_mix_is_named() -> None:
+    with pytest.raises(ValueError, match="mix"):
+        bench.request_stream(10, mix="long")
 
 
 def test_nanovllm_path_must_hold_its_block_manager(tmp_path: Path) -> None:
