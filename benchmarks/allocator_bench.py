@@ -120,7 +120,8 @@ def load_nanovllm(path: str) -> tuple[type, type]:
     return bm_mod.BlockManager, seq_mod.Sequence
 
 
-def run_nanovllm(ops: list[tuple], num_blocks: int, block_size: int, manager: type, sequence: type) -> tuple[float, int]:
+def run_nanovllm(ops: list[tuple], num_blocks: int, block_size: int, manager: type,
+                 sequence: type) -> tuple[float, int]:
     """Seconds to run ``ops`` through nano-vllm's ``BlockManager`` as its scheduler drives it, and cached tokens."""
     sequence.block_size = block_size
     seqs = {op[1]: sequence(op[2]) for op in ops if op[0] == "alloc"}
@@ -176,10 +177,12 @@ def main() -> None:
             if nano_types:
                 nano.append(run_nanovllm(ops, args.num_blocks, args.block_size, *nano_types))
         best = min(t for t, _ in ours)
-        print(f"  inferlab BlockManager : {best / len(ops) * 1e6:6.2f} us/op, {ours[0][1]:,} prompt tokens found cached")
+        print(f"  inferlab BlockManager : {best / len(ops) * 1e6:6.2f} us/op, "
+              f"{ours[0][1]:,} prompt tokens found cached")
         if nano:
             nbest = min(t for t, _ in nano)
-            print(f"  nano-vllm BlockManager: {nbest / len(ops) * 1e6:6.2f} us/op, {nano[0][1]:,} prompt tokens found cached")
+            print(f"  nano-vllm BlockManager: {nbest / len(ops) * 1e6:6.2f} us/op, "
+                  f"{nano[0][1]:,} prompt tokens found cached")
             print(f"  ratio (ours / nano-vllm): {best / nbest:.2f}")
 
 

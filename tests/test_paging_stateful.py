@@ -30,7 +30,7 @@ _SYSTEM_PROMPTS = ([0, 1, 2, 3, 0, 1, 2, 3, 0, 1], [3, 3, 2, 2, 1, 1, 0, 0], [1,
 
 
 class BlockManagerMachine(RuleBasedStateMachine):
-    """Random admits (system prompts, resends, continuations), appends, forks, truncations, frees, preemptions, steps."""
+    """Random admits (system prompts, resends, continuations), appends, forks, truncations, frees, preemptions."""
 
     hash_fn = staticmethod(chained_hash)
 
