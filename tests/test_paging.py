@@ -582,3 +582,19 @@ def test_append_token_is_the_checked_decode_step() -> None:
     with pytest.raises(OutOfBlocks):
         bm.append_token("s", 11)  # s needs a third block; the pool of three is full
     assert bm.read("t") == [1, 9] and bm.read("s") == [1, 7, 8, 10] and bm.num_free == 0
+
+
+def test_batch_tables_for_a_paged_attention_kernel() -> None:
+    bm = BlockManager(16, 4)
+    bm.allocate("a", list(range(10)))
+    bm.allocate("b", list(range(4)) + [7])  # shares block 0 with a
+    tables, lens = bm.batch_tables(["a", "b"])
+    assert tables.dtype == np.int32 and lens.dtype == np.int64
+    assert tables.tolist() == [bm.block_table("a"), bm.block_table("b") + [-1]] and lens.tolist() == [10, 5]
+    assert tables[0, 0] == tables[1, 0]
+    assert bm.batch_tables([])[0].shape == (0, 0)
+    bm.preempt("b")
+    with pytest.raises(ValueError, match="preempted"):
+        bm.batch_tables(["a", "b"])
+    with pytest.raises(ValueError, match="seq_ids"):
+        bm.batch_tables("ab")

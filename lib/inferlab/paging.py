@@ -194,6 +194,18 @@ class BlockManager:
         """Physical block ids of ``seq_id``, logical block 0 first."""
         return list(self._seq(seq_id).block_table)
 
+    def batch_tables(self, seq_ids: Iterable[Hashable], pad: int = -1) -> tuple[np.ndarray, np.ndarray]:
+        """Block tables of ``seq_ids`` as int32 ``[batch, max_blocks]`` (padded with ``pad``) and int64 token counts."""
+        if isinstance(seq_ids, (str, bytes)) or not isinstance(seq_ids, Iterable):
+            raise ValueError(f"seq_ids must be a list of sequence ids, got {seq_ids!r}")
+        seqs = [self._seq(s) for s in seq_ids]
+        if any(q.preempted for q in seqs):
+            raise ValueError("seq_ids must not name a preempted sequence (it holds no blocks)")
+        tables = np.full((len(seqs), max((len(q.block_table) for q in seqs), default=0)), pad, np.int32)
+        for row, q in zip(tables, seqs):
+            row[:len(q.block_table)] = q.block_table
+        return tables, np.array([len(q.tokens) for q in seqs], np.int64)
+
     def num_tokens(self, seq_id: Hashable) -> int:
         """Tokens whose KV ``seq_id`` holds."""
         return len(self._seq(seq_id).tokens)
