@@ -85,6 +85,6 @@ def test_bad_input() -> None:
     with pytest.raises(ValueError, match="similarity"):
         R.make_document(8, seed=0, similarity=(0.9, 1.0))
     with pytest.raises(ValueError, match="kv_formats"):
-        R.run_grid(R.chapter_like_documents(0)[:1], 1, ["int3"], ["bf16"])
+        R.run_grid(R.chapter_like_documents(0)[:1], 1, ["q2_K"], ["bf16"])
     with pytest.raises(ValueError, match="q_formats"):
         R.run_grid(R.chapter_like_documents(0)[:1], 1, ["bf16"], ["q4_0"])

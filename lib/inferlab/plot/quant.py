@@ -16,7 +16,7 @@ from ..hardware import ACCELERATORS, NVLINK_C2C, PCIE_GEN5_X16
 from ..models import MODELS
 from ..units import GB, GiB, MiB, ms
 from ..widgets import Explorer, choice, explore, float_slider, int_slider
-from . import COLORS, caption, new_figure
+from . import COLORS, new_figure
 
 CODE_COLOR = COLORS["shared"]  # blue: codes
 META_COLOR = COLORS["kv"]  # orange: scales and minimums (as the chapter's Figure 8-23)
@@ -395,5 +395,3 @@ def retrieval_explorer() -> Explorer:
                    q=choice("query as", ["bf16", "fp8_e4m3"], "bf16"),
                    records=choice("documents", ["all", "n128", "n512"], "all"))
 
-
-__all__ = ["caption"]
