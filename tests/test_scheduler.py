@@ -492,6 +492,13 @@ def test_roofline_totals_equal_the_sum_of_per_item_flops():
     assert round(model.flops(6144) / 1e12, 1) == 96.5  # SPEC: the 6144-token prefill
 
 
+def test_a_verification_computes_logits_at_every_row_it_runs() -> None:
+    r = Request("r", 0.0, 100, 8)
+    verify = Work(r, "decode", 5, 100, 2)  # four drafts and the pending token; two tokens emitted
+    assert totals([verify])[3] == 5
+    assert totals([Work(r, "prefill", 64, 0, 1)])[3] == 1 and totals([Work(r, "prefill", 64, 0, 0)])[3] == 0
+
+
 # ---- pluggable: policies, several tokens per iteration, the log ------------------------------------
 def _double_decode(engine: sched.Engine) -> sched.Plan:
     """Continuous batching whose decodes emit two tokens (capped at what is left), as a speculative round might."""

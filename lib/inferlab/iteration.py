@@ -72,14 +72,19 @@ class TotalsCost(Protocol):
 
 
 def totals(work: Sequence[Work]) -> tuple[int, int, int, int]:
-    """Exact integer totals of ``work``: new tokens, causal pairs, KV tokens read (cached + new), logits rows."""
+    """Exact integer totals of ``work``: new tokens, causal pairs, KV tokens read (cached + new), logits rows.
+
+    A prompt piece needs logits only for the token it emits (its last, if the prompt ends there); a
+    decode item computes logits at every row it runs (a speculative verification of m + 1 rows needs
+    all of them to decide acceptance, whatever it emits in the end).
+    """
     tokens = pairs = kv = logits = 0
     for item in work:
         c = item.new_tokens
         tokens += c
         pairs += item.cached_tokens * c + c * (c + 1) // 2
         kv += item.cached_tokens + c
-        logits += min(item.emits, c)
+        logits += c if item.kind == "decode" else min(item.emits, c)
     return tokens, pairs, kv, logits
 
 
