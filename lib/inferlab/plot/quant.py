@@ -93,7 +93,7 @@ def draw_error_vs_bits(n: int = 1 << 16, seed: int = 0) -> Figure:
     markers = {"normal": "o", "heavy": "s", "outliers": "^"}
     for kind, m in markers.items():
         t = format_errors(weight_like(n, seed, kind))
-        ax.plot(t["bits per value"], t["relative RMS error"], m + "-", label=kind, ms=5)
+        ax.plot(t["bits per value"], t["relative RMS error"], m, ls="none", label=kind, ms=6, alpha=0.85)
         if kind == "normal":
             for f, r in t.iterrows():
                 ax.annotate(f, (r["bits per value"], r["relative RMS error"]), textcoords="offset points",
@@ -321,16 +321,17 @@ def compression_view(ratio: float = 0.25, decompress_gb_per_s: float = 100.0, li
     link = link_gb_per_s * GB
     direct = off.copy_time(s, link)
     comp = off.compressed_transfer_time(s, ratio, link, decompress_gb_per_s * GB)
-    fig, ax = new_figure(width=7.0, height=2.4)
+    fig, ax = new_figure(width=7.0, height=2.6)
+    fig.subplots_adjust(left=1.3 / 7.0, bottom=1.0 / 2.6)
     ax.barh(1, direct / ms, color=COLORS["weights"])
     ax.barh(0, off.copy_time(ratio * s, link) / ms, color=CODE_COLOR, label="copy")
     ax.barh(0, (comp - off.copy_time(ratio * s, link)) / ms, left=off.copy_time(ratio * s, link) / ms,
             color=META_COLOR, label="decompress")
-    ax.set_yticks([0, 1], [f"compressed (r = {ratio:g})", "direct"])
+    ax.set_yticks([0, 1], [f"compressed\n(ρ = {ratio:g})", "direct"])
     thr = off.decompress_threshold(ratio, link) / GB if ratio < 1 else float("inf")
     ax.set_title(f"compression pays above {thr:,.1f} GB/s of decompression", fontsize=10)
     ax.set_xlabel("ms to move 96 MiB")
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncols=2)
     return fig
 
 
