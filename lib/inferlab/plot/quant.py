@@ -119,13 +119,13 @@ def weight_fit_view(context_tokens: int = 8192, reserved_gib: float = 8.0) -> Fi
         ax.barh(i, size / GiB, color=COLORS["weights"], label="weight file" if i == 0 else None)
         ax.barh(i, kv / GiB, left=size / GiB, color=META_COLOR, alpha=0.8,
                 label="KV of one request" if i == 0 else None)
-        verdict = "fits" if fit.left_bytes >= kv else "does not fit"
-        ax.text((size + kv) / GiB + 0.3, i, f"{verdict} ({fit.left_bytes / GiB:+.2f} GiB before KV)", va="center",
-                fontsize=9)
+        verdict = "request fits" if fit.left_bytes >= kv else "no room"
+        ax.text((size + kv) / GiB + 0.3, i, f"{verdict}\n{fit.left_bytes / GiB:+.2f} GiB left by the file",
+                va="center", fontsize=9)
         avail = fit.available_bytes / GiB
     ax.axvline(avail, color=COLORS["deadline"], ls="--", lw=1.2, label=f"available {avail:.2f} GiB")
     ax.set_yticks([0, 1], list(sizes))
-    ax.set_xlim(60, max(avail, max(sizes.values()) / GiB) + 14)
+    ax.set_xlim(60, max(avail, max(sizes.values()) / GiB) + 18)
     ax.set_xlabel("GiB")
     ax.legend(loc="upper center", bbox_to_anchor=(0.45, -0.3), ncols=3)
     return fig
