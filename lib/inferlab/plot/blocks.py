@@ -541,7 +541,8 @@ def paged_allocation_view(block_size: int = 4) -> Figure:
 def branch_sharing_view(branches: int = 4, prefix_tokens: int = 1520, block_size: int = 16,
                         private_tokens: int = 144) -> Figure:
     """Fork ``branches`` branches after a shared prefix in a real ``BlockManager``; references vs physical blocks."""
-
+    if prefix_tokens + private_tokens < 1:
+        raise ValueError("prefix_tokens + private_tokens must be at least 1: a branch holds at least one token")
     state = fork_branches(branches, prefix_tokens, private_tokens, block_size)
     title = (f"{branches} branches, {prefix_tokens}-token prefix, B = {block_size}:\n{state.references} references, "
              f"{state.used_blocks} physical blocks ({1 - state.used_blocks / state.references:.0%} fewer)")
