@@ -36,3 +36,26 @@ def test_section_notebooks_start_with_their_number() -> None:
         number = ".".join(path.stem.split("-")[:3])
         first = nb.cells[0].source.lstrip("# ").split()[0]
         assert first == number, f"{path.name} starts with {first!r}, not the section number {number}"
+
+
+CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_pages_follow_the_anatomy(path: Path) -> None:
+    """WRITING.md: a prediction with an answer, prose not assembled in code, a check cell at the end."""
+    nb = nbformat.read(path, as_version=4)
+    markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    assert "{admonition} Predict" in markdown and "{dropdown}" in markdown, "no prediction with a collapsible answer"
+    assert not [s for s in code if "Markdown(f" in s], "a code cell builds prose in an f-string: use book.glue"
+    last_code = [c for c in nb.cells if c.cell_type == "code"][-1]
+    assert "hide-input" in last_code.metadata.get("tags", []) and "assert" in last_code.source, "no check cell last"
+    if "_explorer()" in "\n".join(code):
+        assert "{admonition} Try it" in markdown, "an explorer without a task for the reader"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "exercises").glob("*.ipynb")), ids=lambda p: p.name)
+def test_exercise_notebooks_name_their_exercise(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    assert path.name.startswith(nb.metadata["inferlab"]["exercise"] + "-")
