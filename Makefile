@@ -3,9 +3,11 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 TORCH  := $(VENV)/.torch
+WEB    := web/node_modules/.installed
+CACHE  := _build/.jupyter_cache
 JOBS   ?= 2
 
-.PHONY: book test unit notebooks outputs-check build-check lab bench clean strip
+.PHONY: book test unit notebooks outputs-check build-check browser chromium lab bench clean strip
 
 $(STAMP): requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
@@ -13,36 +15,50 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $(STAMP)
 
+# MathJax, require.js and the widget manager, served by the book itself (pinned in web/package-lock.json)
+$(WEB): web/package.json web/package-lock.json
+	cd web && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $(WEB)
+
 # torch only for the GPU code, which CI runs on the CPU at tiny sizes (a CPU build; readers add it with requirements-gpu.txt)
 $(TORCH): $(STAMP)
 	$(PY) -m pip install --quiet torch==2.13.0
 	touch $(TORCH)
 
-book: $(STAMP)  ## execute every notebook and build the HTML into _build/html
+book: $(STAMP) $(WEB)  ## execute every notebook and build the HTML into _build/html
 	@# the execution cache is keyed on notebook text only: drop it when the library or data changed
 	@if [ -d _build/.jupyter_cache ] && [ -n "$$(find lib data -type f -newer _build/.jupyter_cache | head -1)" ]; then \
 		rm -rf _build/.jupyter_cache; fi
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 
-test: $(STAMP) outputs-check unit build-check notebooks  ## every test (pytest closes the run)
+# Each notebook executes once: nbmake runs it and stores it in the book's cache (conftest.py), the build reuses it.
+test: $(STAMP) outputs-check unit notebooks build-check browser  ## every test (pytest closes the run)
 
-unit: $(STAMP) $(TORCH)
-	$(PY) -m pytest tests -m "not notebook" -n $(JOBS) -q
+unit: $(STAMP) $(TORCH) $(WEB)
+	$(PY) -m pytest tests -m "not notebook and not book" -n $(JOBS) -q
 
 notebooks: $(STAMP)
+	rm -rf $(CACHE)
 	$(PY) -m pytest --nbmake --nbmake-timeout=300 -n $(JOBS) -q $(wildcard chapters/*.ipynb exercises/*.ipynb)
 
 outputs-check: $(STAMP)
 	$(PY) -m pytest tests/test_repo.py -q
 
-build-check: $(STAMP)
-	rm -rf _build
+build-check: $(STAMP) $(WEB)  ## the book from scratch, notebooks from the cache nbmake filled (if any)
+	find _build -mindepth 1 -maxdepth 1 ! -name .jupyter_cache -exec rm -rf {} + 2>/dev/null || true
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
+
+# the built book in headless Chromium (Debian package), the JupyterLite site and the widget sweep
+browser: $(STAMP) chromium
+	$(PY) -m pytest tests/test_browser.py tests/test_lite.py -m book -q
+
+chromium:
+	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab
 
-bench: $(STAMP)
+bench: $(STAMP) $(WEB)  ## benchmarks/results.md and .csv
 	$(PY) benchmarks/run.py
 
 strip: $(STAMP)  ## remove outputs from every notebook before committing

@@ -122,14 +122,26 @@ def test_try_live_banner_links_the_lite_copy_of_the_page() -> None:
 
 
 def test_scripts_added_twice_are_kept_once() -> None:
-    class Js(str):
-        def __new__(cls, name: str, **attributes: str) -> "Js":
-            obj = super().__new__(cls, name)
-            obj.attributes = attributes
-            return obj
+    from sphinx.builders.html._assets import _JavaScript as Js
 
     ctx = {"script_files": [Js("", body="const THEBE_JS_URL = 1"), Js("a.js"),
                             Js("", body="const THEBE_JS_URL = 1"), Js("", body="other")]}
     sphinx_offline._dedupe_scripts(ctx)
-    assert [(str(s), s.attributes.get("body")) for s in ctx["script_files"]] == [
+    assert [(s.filename, s.attributes.get("body")) for s in ctx["script_files"]] == [
         ("", "const THEBE_JS_URL = 1"), ("a.js", None), ("", "other")]
+
+
+def test_pages_without_widget_views_load_no_widget_manager_and_no_remote_css() -> None:
+    from sphinx.builders.html._assets import _CascadingStyleSheet as Css
+    from sphinx.builders.html._assets import _JavaScript as Js
+
+    scripts = [Js("ipywidgets_state", type="application/vnd.jupyter.widget-state+json", body="{}"),
+               Js("require.js"), Js("embed-amd.js"), Js("inferlab-frames.js")]
+    css = [Css("https://fonts.example/css?family=X"), Css("inferlab-frames.css")]
+    ctx = {"script_files": list(scripts), "css_files": css, "body": "<p>no widgets</p>"}
+    sphinx_offline._offline_assets(ctx, {"require.js", "embed-amd.js"})
+    assert [s.filename for s in ctx["script_files"]] == ["inferlab-frames.js"]
+    assert [c.filename for c in ctx["css_files"]] == ["inferlab-frames.css"]
+    ctx = {"script_files": list(scripts), "css_files": [], "body": "application/vnd.jupyter.widget-view+json"}
+    sphinx_offline._offline_assets(ctx, {"require.js", "embed-amd.js"})
+    assert len(ctx["script_files"]) == 4

@@ -11,10 +11,13 @@ B. On ``shutdown_request`` ipykernel can deadlock between its control and IOPub 
 
 ``install()`` applies both, idempotently. Sphinx loads this module as an extension through
 ``_config.yml`` (its ``setup`` installs); ``conftest.py`` installs for nbmake. Details: shared/notes.
+``store_in_book_cache`` lets the book build reuse nbmake's executions (``conftest.py``).
 """
 
 from __future__ import annotations
 
+import fcntl
+from pathlib import Path
 from typing import Any
 
 import zmq.asyncio
@@ -61,6 +64,32 @@ def stall_probe_notebook() -> Any:
     nb = new_notebook(cells=[new_code_cell(STALL_PROBE)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     return nb
+
+
+def store_in_book_cache(nb: Any, path: Path, cache_dir: Path, seconds: float | None = None) -> None:
+    """Store the outputs of executed ``nb`` for the source notebook ``path`` where myst-nb's cache finds them.
+
+    The cache is keyed on the source's code cells with their metadata, so the outputs are put into
+    the notebook as read from disk (nbclient adds timing metadata to each cell); one writer at a time.
+    """
+    import nbformat
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    source = nbformat.read(path, as_version=4)
+    if len(source.cells) != len(nb.cells):
+        raise ValueError(f"nb has {len(nb.cells)} cells, {path} has {len(source.cells)}")
+    for mine, ran in zip(source.cells, nb.cells):
+        if mine.cell_type == "code":
+            mine.outputs, mine.execution_count = ran.outputs, ran.execution_count
+    source.metadata.update({k: v for k, v in nb.metadata.items() if k != "kernelspec"})
+    nb = source
+
+    cache_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(cache_dir.parent / ".jupyter_cache.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        get_cache(str(cache_dir)).cache_notebook_bundle(
+            CacheBundleIn(nb, str(path), data={"execution_seconds": seconds}), check_validity=False, overwrite=True)
 
 
 def setup(app: Any) -> dict[str, Any]:

@@ -39,6 +39,8 @@ ASSETS: dict[str, str] = {
     "@jupyter-widgets/html-manager/dist/*.svg": ".",
 }
 HERE = Path(__file__).resolve().parent
+#: Folders of the repository that the JupyterLite site carries (its notebooks open from there).
+LITE_CONTENTS = ("chapters", "exercises", "data")
 LITE_NOTE = ("it runs in your browser with every knob live; the book's files ship with it, "
              "Pyodide and its packages load from the Pyodide CDN on first use")
 
@@ -86,15 +88,42 @@ def _configure(app: Any, config: Any) -> None:
         config.jupyterlite_dir = str(lite_dir)
 
 
+def _stage_lite_contents(app: Any, config: Any) -> None:
+    """Copy the notebooks and data/ into the JupyterLite contents (after jupyterlite-sphinx empties it)."""
+    if "jupyterlite_sphinx" not in config.extensions:
+        return
+    root = Path(app.srcdir)
+    contents = root / config.jupyterlite_content_dir
+    for name in LITE_CONTENTS:
+        shutil.copytree(root / name, contents / name, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+
+
+def _key(asset: Any) -> tuple:
+    """Identity of a Sphinx script or stylesheet entry (a ``_JavaScript``/``_CascadingStyleSheet`` or a str)."""
+    attributes = getattr(asset, "attributes", {}) or {}
+    return (str(getattr(asset, "filename", asset)), tuple(sorted((k, str(v)) for k, v in attributes.items())))
+
+
 def _dedupe_scripts(context: dict[str, Any]) -> None:
-    seen: set[tuple[str, tuple]] = set()
+    """Keep each script once (sphinx-thebe's configuration is added twice and then throws in the browser)."""
+    seen: set[tuple] = set()
     kept = []
     for script in context.get("script_files", []):
-        key = (str(script), tuple(sorted((k, str(v)) for k, v in getattr(script, "attributes", {}).items())))
-        if key not in seen:
-            seen.add(key)
+        if _key(script) not in seen:
+            seen.add(_key(script))
             kept.append(script)
     context["script_files"] = kept
+
+
+def _offline_assets(context: dict[str, Any], widget_files: set[str]) -> None:
+    """Drop stylesheets from other hosts, and the widget manager where the page shows no widget."""
+    context["css_files"] = [c for c in context.get("css_files", []) if "://" not in _key(c)[0]]
+    if "application/vnd.jupyter.widget-view+json" not in context.get("body", ""):
+        context["script_files"] = [
+            s for s in context.get("script_files", [])
+            if _key(s)[0] not in widget_files
+            and dict(_key(s)[1]).get("type") != "application/vnd.jupyter.widget-state+json"]
 
 
 def try_live_banner(pagename: str) -> str:
@@ -108,6 +137,7 @@ def try_live_banner(pagename: str) -> str:
 
 def _page_context(app: Any, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
     _dedupe_scripts(context)
+    _offline_assets(context, set(app.config.nb_ipywidgets_js))
     source = Path(app.srcdir) / f"{pagename}.ipynb"
     if doctree is not None and "body" in context and source.exists() \
             and "jupyterlite_sphinx" in app.config.extensions:
@@ -118,6 +148,7 @@ def setup(app: Any) -> dict[str, Any]:
     """Register the offline assets, the page banner and the offline frames of explorers."""
     os.environ[OFFLINE_ENV] = "1"  # kernels started by this build inherit it
     app.connect("config-inited", _configure, priority=400)  # before jupyterlite-sphinx reads its config
+    app.connect("config-inited", _stage_lite_contents, priority=600)  # after it empties its contents folder
     app.connect("html-page-context", _page_context)
     app.add_js_file("inferlab-frames.js", defer="defer")
     app.add_css_file("inferlab-frames.css")

@@ -1,0 +1,166 @@
+"""The built book in headless Chromium, offline: every page (enumerated) renders its math, figures and
+offline sliders, with no console errors and no broken internal links or images.
+
+Runs after the book build (``make test`` builds it first); the site is ``_build/html`` or ``$INFERLAB_SITE``.
+Screenshots of three pages go to ``_build/screenshots/`` for review.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+from bs4 import BeautifulSoup
+
+from _cdp import Chromium, Tab, serve
+
+pytestmark = pytest.mark.book
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE = Path(os.environ.get("INFERLAB_SITE", ROOT / "_build" / "html"))
+SHOTS = SITE.parent / "screenshots"
+SKIP_DIRS = {"lite", "_static", "_sources", "_images", "_sphinx_design_static"}
+#: TeX that MathJax should have typeset: display/inline delimiters or a TeX command left in the text.
+RAW_TEX = re.compile(r"\$\$|\\\(|\\\)|\\\[|\\\]|\\(frac|times|cdot|le|ge|sum|text|mathrm|approx|left|right)\b"
+                     r"|\$[^$\n]{0,80}[\\^_{][^$\n]{0,80}\$")
+
+
+def pages() -> list[str]:
+    """Every HTML page of the built site, relative to it (the lite app and static files excluded)."""
+    if not SITE.is_dir():
+        return ["<no site>"]
+    return sorted(str(p.relative_to(SITE)) for p in SITE.rglob("*.html")
+                  if not SKIP_DIRS & set(p.relative_to(SITE).parts[:-1]))
+
+
+@pytest.fixture(scope="module")
+def tab() -> Iterator[tuple[Tab, str]]:
+    if not SITE.is_dir():
+        pytest.fail(f"no built site at {SITE}: run `make book` first")
+    browser = Chromium()
+    try:
+        with serve(SITE) as base:
+            yield browser.page(), base
+    finally:
+        browser.close()
+
+
+_VISIBLE_TEXT = """(() => {
+  const root = (document.querySelector('article') || document.body).cloneNode(true);
+  root.querySelectorAll('pre, code, script, style, mjx-container, .highlight, textarea, .MathJax')
+      .forEach(e => e.remove());
+  return root.textContent;
+})()"""
+
+_MATH = """(async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) { await MathJax.startup.promise; }
+  const math = [...document.querySelectorAll('.math')];
+  return {math: math.length, typeset: math.filter(e => e.querySelector('mjx-container')).length,
+          mathjax: !!(window.MathJax && MathJax.version)};
+})()"""
+
+_IMAGES = """[...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src.slice(0, 80))"""
+
+_SLIDERS = """(() => {
+  const out = [];
+  for (const fig of document.querySelectorAll('figure.inferlab-frames')) {
+    const frames = [...fig.querySelectorAll('.inferlab-frame')];
+    const input = fig.querySelector('input[type=range]');
+    const visible = () => frames.filter(f => !f.hidden && f.offsetParent !== null);
+    const shown = () => visible().map(f => f.innerHTML).join('');
+    const before = {n: visible().length, html: shown(), label: fig.querySelector('output').textContent};
+    const start = Number(input.value);
+    input.value = String(start === 0 ? frames.length - 1 : 0);
+    input.dispatchEvent(new Event('input', {bubbles: true}));
+    const after = {n: visible().length, html: shown(), label: fig.querySelector('output').textContent};
+    input.value = String(start);
+    input.dispatchEvent(new Event('input', {bubbles: true}));
+    out.push({frames: frames.length, before_n: before.n, after_n: after.n,
+              changed: before.html !== after.html, relabelled: before.label !== after.label,
+              caption: fig.querySelector('figcaption').textContent});
+  }
+  return out;
+})()"""
+
+
+@pytest.mark.parametrize("page", pages())
+def test_page_renders_offline(tab: tuple[Tab, str], page: str) -> None:
+    browser, base = tab
+    browser.goto(base + page)
+    math = browser.eval(_MATH)
+    assert math["typeset"] == math["math"], f"{page}: {math['math'] - math['typeset']} formulas not typeset"
+    if math["math"]:
+        assert math["mathjax"], f"{page}: MathJax did not load"
+    raw = sorted({m.group(0) for m in RAW_TEX.finditer(browser.eval(_VISIBLE_TEXT))})
+    assert not raw, f"{page}: raw TeX in the text: {raw[:5]}"
+    assert browser.eval(_IMAGES) == [], f"{page}: images that did not load"
+    for slider in browser.eval(_SLIDERS):
+        assert slider["frames"] >= 2 and slider["before_n"] == 1 and slider["after_n"] == 1, (page, slider)
+        assert slider["changed"] and slider["relabelled"], f"{page}: moving the offline slider changed nothing"
+        assert "Try it live" in slider["caption"]
+    assert browser.errors() == [], f"{page}: console errors"
+
+
+def _target(page: str, href: str) -> tuple[Path, str] | None:
+    parts = urlsplit(href)
+    if parts.scheme or parts.netloc or href.startswith(("mailto:", "javascript:")):
+        return None
+    path = (SITE / page).parent / unquote(parts.path) if parts.path else SITE / page
+    if path.is_dir():
+        path = path / "index.html"
+    return path.resolve(), parts.fragment
+
+
+@pytest.mark.parametrize("page", pages())
+def test_internal_links_and_images_resolve(page: str) -> None:
+    if not SITE.is_dir():
+        pytest.fail(f"no built site at {SITE}: run `make book` first")
+    soup = BeautifulSoup((SITE / page).read_text(encoding="utf-8"), "html.parser")
+    broken = []
+    refs = [(a["href"], True) for a in soup.find_all("a", href=True)]
+    refs += [(i["src"], False) for i in soup.find_all("img", src=True) if not i["src"].startswith("data:")]
+    refs += [(s["src"], False) for s in soup.find_all("script", src=True)]
+    refs += [(c["href"], False) for c in soup.find_all("link", href=True) if "stylesheet" in c.get("rel", [])]
+    for href, is_link in refs:
+        target = _target(page, href)
+        if target is None:
+            continue
+        path, fragment = target
+        if not path.exists():
+            broken.append(href)
+        elif is_link and fragment and path.suffix == ".html":
+            html = path.read_text(encoding="utf-8")
+            if f'id="{fragment}"' not in html and f"id='{fragment}'" not in html:
+                broken.append(href)
+    assert broken == [], f"{page}: broken internal references"
+
+
+def test_the_try_it_live_links_reach_the_lite_copy() -> None:
+    chapter = SITE / "chapters"
+    if not chapter.is_dir():
+        pytest.fail(f"no built site at {SITE}: run `make book` first")
+    for page in sorted(chapter.glob("*.html")):
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        link = soup.select_one("div.inferlab-try-live a")
+        assert link is not None, page.name
+        path, _ = _target(str(page.relative_to(SITE)), link["href"])
+        assert path.exists(), link["href"]
+        notebook = urlsplit(link["href"]).query.removeprefix("path=")
+        assert (ROOT / notebook).exists() and notebook == f"chapters/{page.stem}.ipynb"
+
+
+def test_screenshots_of_three_pages(tab: tuple[Tab, str]) -> None:
+    browser, base = tab
+    chosen = [p for p in pages() if p == "index.html"]
+    chosen += [p for p in pages() if p.startswith("chapters/8-2-1")][:1]
+    chosen += [p for p in pages() if p.startswith("chapters/8-5-2")][:1]
+    assert len(chosen) == 3, chosen
+    for page in chosen:
+        browser.goto(base + page)
+        browser.eval(_MATH)
+        shot = browser.screenshot(SHOTS / (Path(page).stem + ".png"))
+        assert shot.read_bytes()[:4] == b"\x89PNG" and shot.stat().st_size > 10_000

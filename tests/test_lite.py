@@ -1,0 +1,114 @@
+"""The JupyterLite site ("Try it live") and what it needs: our wheel, every notebook, data/, and a library
+that imports with pure-Python dependencies plus what Pyodide provides.
+
+The site checks need the built book (``make test`` builds it first; ``$INFERLAB_SITE`` or ``_build/html``);
+the dependency checks need only this environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE = Path(os.environ.get("INFERLAB_SITE", ROOT / "_build" / "html"))
+LITE = SITE / "lite"
+
+#: Packages with compiled code that Pyodide (0.27 and later) ships built for WebAssembly.
+PYODIDE_COMPILED = {"numpy", "pandas", "matplotlib", "kiwisolver", "contourpy", "PIL", "fontTools",
+                    "markupsafe", "yaml", "_cffi_backend", "pyodide"}
+#: Distributions Pyodide ships (pure or not); the rest must be pure-Python wheels piplite can install.
+PYODIDE_DISTS = {"numpy", "pandas", "matplotlib", "sympy", "mpmath", "kiwisolver", "contourpy", "pillow",
+                 "fonttools", "cycler", "pyparsing", "packaging", "python-dateutil", "six", "pytz", "tzdata",
+                 "ipython", "traitlets", "comm", "markupsafe", "pyyaml"}
+
+#: Modules that run the book's tooling (builds, grading, GPU), never a notebook in the browser.
+TOOLS = ("inferlab.gpu", "inferlab.headless", "inferlab.sphinx_offline", "inferlab.grade")
+
+
+def _norm(name: str) -> str:
+    return name.lower().replace("_", "-")
+
+
+def _is_pure(dist: metadata.Distribution) -> bool:
+    wheel = dist.read_text("WHEEL") or ""
+    return "Root-Is-Purelib: true" in wheel and all(
+        line.split(":", 1)[1].strip().endswith("-none-any") for line in wheel.splitlines() if line.startswith("Tag:"))
+
+
+def _runtime_requirements(name: str) -> list[Requirement]:
+    reqs = [Requirement(r) for r in metadata.requires(name) or []]
+    return [r for r in reqs if r.marker is None or r.marker.evaluate({"extra": ""})]
+
+
+def test_inferlab_needs_only_pyodide_packages_and_pure_python_wheels() -> None:
+    seen, todo, impure = set(), [r.name for r in _runtime_requirements("inferlab")], []
+    assert "torch" not in {_norm(n) for n in todo}, "torch belongs in the gpu extra only"
+    while todo:
+        name = _norm(todo.pop())
+        if name in seen or name in PYODIDE_DISTS:
+            continue
+        seen.add(name)
+        dist = metadata.distribution(name)
+        if not _is_pure(dist):
+            impure.append(name)
+        todo += [r.name for r in _runtime_requirements(name)]
+    assert impure == [], "compiled dependencies Pyodide does not provide"
+    assert "ipywidgets" in seen
+
+
+def test_importing_inferlab_loads_no_compiled_module_pyodide_lacks() -> None:
+    code = """
+import importlib, pkgutil, sys
+import inferlab
+for info in pkgutil.walk_packages(inferlab.__path__, "inferlab."):
+    if not info.name.startswith(TOOLS):
+        importlib.import_module(info.name)
+stdlib = sys.base_prefix  # the interpreter's own extension modules: Pyodide's CPython has its own
+compiled = set()
+for m in list(sys.modules.values()):
+    f = getattr(m, "__file__", None) or ""
+    if f.endswith((".so", ".pyd")) and not f.startswith(stdlib) and "site-packages/" in f:
+        compiled.add(f.split("site-packages/", 1)[1].split("/")[0].split(".")[0])
+print(" ".join(sorted(compiled)))
+"""
+    code = f"TOOLS = {TOOLS!r}\n" + code
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert "torch" not in out
+    assert set(out) <= PYODIDE_COMPILED, f"compiled modules outside Pyodide: {set(out) - PYODIDE_COMPILED}"
+
+
+@pytest.mark.book
+def test_the_lite_site_is_built_with_the_app_and_the_wheel() -> None:
+    assert (LITE / "lab" / "index.html").exists(), f"no JupyterLite app in {LITE}: run `make book`"
+    config = json.loads((LITE / "jupyter-lite.json").read_text())
+    assert config["jupyter-config-data"]["appName"]
+    (wheel,) = (LITE / "pypi").glob("inferlab-*-py3-none-any.whl")
+    index = json.loads((LITE / "pypi" / "all.json").read_text())
+    assert "inferlab" in index
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+    ours = {f"inferlab/{p.relative_to(ROOT / 'lib' / 'inferlab')}" for p in (ROOT / "lib" / "inferlab").rglob("*.py")}
+    assert ours <= names, f"modules missing from the wheel: {sorted(ours - names)[:5]}"
+    assert (LITE / "extensions" / "@jupyterlite" / "pyodide-kernel-extension").is_dir()
+
+
+@pytest.mark.book
+def test_every_notebook_and_data_file_is_in_the_lite_contents() -> None:
+    files = LITE / "files"
+    listing = json.loads((LITE / "api" / "contents" / "all.json").read_text())
+    assert {"chapters", "exercises", "data"} <= {c["name"] for c in listing["content"]}
+    wanted = [p.relative_to(ROOT) for folder in ("chapters", "exercises", "data")
+              for p in (ROOT / folder).rglob("*") if p.is_file() and ".ipynb_checkpoints" not in p.parts]
+    missing = [str(p) for p in wanted if not (files / p).is_file()]
+    assert missing == [], "files the lite site lacks"
+    for nb in (ROOT / "chapters").glob("*.ipynb"):
+        assert json.loads((files / "chapters" / nb.name).read_text())["cells"], nb.name
