@@ -25,7 +25,7 @@ from .roofline import efficiency
 from .units import ms, ns, us
 
 if TYPE_CHECKING:
-    from .scheduler import Request
+    from .request import Request
 
 Kind = Literal["prefill", "decode"]
 

@@ -25,7 +25,8 @@ from .iteration import TotalsCost
 from .sched_log import EventWork, IterationLog
 
 if TYPE_CHECKING:
-    from .scheduler import Admission, Request
+    from .admission import Admission
+    from .request import Request
 
 __all__ = ["EngineRun", "run_events", "checked_seconds"]
 

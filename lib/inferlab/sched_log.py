@@ -16,7 +16,7 @@ import numpy as np
 from .iteration import Work
 
 if TYPE_CHECKING:
-    from .scheduler import Request
+    from .request import Request
 
 __all__ = ["Iteration", "IterationLog", "EventWork"]
 

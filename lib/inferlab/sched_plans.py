@@ -20,7 +20,8 @@ from .sched_events import EngineRun, checked_seconds, clock_stalled
 from .sched_log import IterationLog
 
 if TYPE_CHECKING:
-    from .scheduler import Admission, Request
+    from .admission import Admission
+    from .request import Request
 
 __all__ = ["Live", "Engine", "Plan", "POLICIES", "BUILTIN_POLICIES", "run_plans"]
 

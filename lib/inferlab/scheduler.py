@@ -27,20 +27,20 @@ and the general per-item one (``sched_plans``) for any other ``CostFn`` or a pol
 from __future__ import annotations
 
 import gc
-import math
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ._validate import non_negative, one_of, positive, positive_int
+from .admission import Admission, KVBlockLimit, NoLimit
 from .iteration import FITTED_COST, CostFn, IterationCost, RooflineCost, TotalsCost, Work
-from .memory import blocks_for, kv_tokens
 from .sched_events import run_events
 from .sched_log import Iteration, IterationLog
+from .request import Request
 from .sched_plans import BUILTIN_POLICIES, POLICIES, Engine, Live, Plan, run_plans
 from .timeline import RequestTimes, itls_by_request, summarize
 
@@ -54,96 +54,6 @@ __all__ = [
     "example_requests", "EXAMPLE_MAX_RUNNING", "EXAMPLE_TOKEN_BUDGET", "EXAMPLE_CHUNK_TOKENS", "run_example",
     "replay_requests", "budget_sweep", "budget_within_gap", "quickest_admission_budget", "batch_requests", "REPLAY_PROMPT_TOKENS", "REPLAY_OUTPUT_TOKENS", "REPLAY_INTERVAL_S",
 ]
-
-
-@dataclass(frozen=True)
-class Request:
-    """A request: arrives at ``arrival_s`` with ``prompt_tokens`` and wants ``output_tokens`` outputs."""
-
-    name: str
-    arrival_s: float
-    prompt_tokens: int
-    output_tokens: int
-
-    def __post_init__(self) -> None:
-        # plain floats and ints pass a quick check (traces hold 10^6 requests); anything else the full one
-        if type(self.arrival_s) is not float or not 0.0 <= self.arrival_s < math.inf:
-            non_negative("arrival_s", self.arrival_s)
-        if type(self.prompt_tokens) is not int or self.prompt_tokens < 1:
-            positive_int("prompt_tokens", self.prompt_tokens)
-        if type(self.output_tokens) is not int or self.output_tokens < 1:
-            positive_int("output_tokens", self.output_tokens)
-
-
-# ---- admission: a check-then-act pair on top of the slot limit -------------------------------
-class Admission(Protocol):
-    """Decides whether a request may start now (beyond the ``max_running`` slots) and tracks what it holds."""
-
-    def fits(self, request: Request) -> bool: ...
-    def can_admit(self, request: Request) -> bool: ...
-    def admit(self, request: Request) -> None: ...
-    def release(self, request: Request) -> None: ...
-
-
-class NoLimit:
-    """Admission that never refuses (only ``max_running`` limits the batch)."""
-
-    def fits(self, request: Request) -> bool:
-        """Every request fits."""
-        return True
-
-    def can_admit(self, request: Request) -> bool:
-        """Every request may start."""
-        return True
-
-    def admit(self, request: Request) -> None:
-        """Nothing to reserve."""
-
-    def release(self, request: Request) -> None:
-        """Nothing to free."""
-
-
-@dataclass
-class KVBlockLimit:
-    """Admission that reserves a request's KV blocks to completion (prompt + output - 1 tokens) at admission."""
-
-    total_blocks: int
-    block_size: int = 16
-    used_blocks: int = field(default=0, init=False)
-
-    def __post_init__(self) -> None:
-        positive_int("total_blocks", self.total_blocks)
-        positive_int("block_size", self.block_size)
-
-    def blocks_needed(self, request: Request) -> int:
-        """Blocks ``request`` holds once it has emitted all its outputs."""
-        return blocks_for(kv_tokens(request.prompt_tokens, request.output_tokens), self.block_size)
-
-    @property
-    def free_blocks(self) -> int:
-        """Blocks not reserved by any running request."""
-        return self.total_blocks - self.used_blocks
-
-    def fits(self, request: Request) -> bool:
-        """Whether ``request`` could ever be admitted (its blocks fit in an empty cache)."""
-        return self.blocks_needed(request) <= self.total_blocks
-
-    def can_admit(self, request: Request) -> bool:
-        """Whether ``request``'s blocks fit in the free blocks now."""
-        return self.blocks_needed(request) <= self.free_blocks
-
-    def admit(self, request: Request) -> None:
-        """Reserve ``request``'s blocks (call ``can_admit`` first)."""
-        if not self.can_admit(request):
-            raise ValueError(f"request {request.name!r} needs {self.blocks_needed(request)} blocks, "
-                             f"{self.free_blocks} are free")
-        self.used_blocks += self.blocks_needed(request)
-
-    def release(self, request: Request) -> None:
-        """Free ``request``'s blocks."""
-        self.used_blocks -= self.blocks_needed(request)
-        if self.used_blocks < 0:
-            raise ValueError(f"released more blocks than were reserved (request {request.name!r})")
 
 
 # ---- results -----------------------------------------------------------------------------------
