@@ -1,39 +1,189 @@
-"""All benchmarks (`make bench`): scheduler throughput, widget redraw times, notebook execution times."""
+"""All benchmarks (`make bench`): one table in benchmarks/results.md and benchmarks/results.csv.
+
+Rows: cold execution time of every notebook (a new kernel each, explorers drawing their offline
+frames as in the book build), widget update latency of every explorer (median and p95 over its
+range, redraw included), simulator, allocator and quantization throughput (the scripts beside
+this one, their lines parsed), the pages' sizes, and with ``--fresh-clone`` the wall time of
+``make book`` and ``make test`` in fresh clones. Wall-clock times on a 2-core machine that others
+may share: read them with that in mind (each row says what was repeated).
+"""
 
 from __future__ import annotations
 
+import argparse
+import csv
+import os
+import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+#: Targets of issue 14 (seconds), by benchmark section.
+TARGETS = {"notebook": 5.0, "widget": 0.050, "make book": 150.0, "make test": 180.0}
 
 
-def run(script: str, *args: str) -> None:
-    """Run one benchmark script with this interpreter, streaming its output."""
-    print(f"\n== {script} {' '.join(args)}", flush=True)
-    subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], check=True)
+def _row(section: str, name: str, metric: str, value: float, unit: str, note: str = "") -> dict:
+    target = TARGETS.get(section)
+    meets = "" if target is None or unit != "s" else ("yes" if value <= target else "no")
+    return {"section": section, "name": name, "metric": metric, "value": value, "unit": unit,
+            "target": "" if target is None else target, "meets": meets, "note": note}
 
 
-def notebook_times() -> None:
-    """Execute every notebook once (headless, with inferlab.headless) and print its wall time."""
+def notebook_rows(paths: list[Path]) -> list[dict]:
+    """Execute each notebook once in a new kernel (headless fixes on, offline frames on); its wall time."""
     import nbformat
     from nbclient import NotebookClient
 
     from inferlab import headless
+    from inferlab.widgets import OFFLINE_ENV
 
     headless.install()
-
-    print("\n== notebook execution times")
-    for path in sorted([*ROOT.glob("chapters/*.ipynb"), *ROOT.glob("exercises/*.ipynb")]):
+    os.environ[OFFLINE_ENV] = "1"
+    rows = []
+    for path in paths:
         nb = nbformat.read(path, as_version=4)
         t0 = time.perf_counter()
-        NotebookClient(nb, timeout=300, resources={"metadata": {"path": str(path.parent)}}).execute()
-        print(f"{path.relative_to(ROOT)!s:55s} {time.perf_counter() - t0:6.1f} s", flush=True)
+        NotebookClient(nb, timeout=300, record_timing=True,
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        wall = time.perf_counter() - t0
+        cells = sum(_cell_seconds(c) for c in nb.cells if c.cell_type == "code")
+        rel = str(path.relative_to(ROOT))
+        rows.append(_row("notebook", rel, "cold execution", wall, "s", f"cells alone {cells:.1f} s"))
+        print(f"{rel:55s} {wall:6.1f} s (cells {cells:.1f} s)", flush=True)
+    return rows
+
+
+def _cell_seconds(cell) -> float:
+    from datetime import datetime
+
+    ex = cell.metadata.get("execution", {})
+    start, end = ex.get("iopub.execute_input"), ex.get("shell.execute_reply")
+    if not (start and end):
+        return 0.0
+    parse = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))  # noqa: E731
+    return (parse(end) - parse(start)).total_seconds()
+
+
+def widget_rows(repeat: int) -> list[dict]:
+    """Median and p95 update latency of every explorer (best of ``repeat`` per point)."""
+    from widgets_bench import explorer_latencies
+
+    rows = []
+    for r in explorer_latencies(repeat):
+        note = f"{r['updates']} updates, best of {repeat} each"
+        rows.append(_row("widget", r["explorer"], "update median", r["median_s"], "s", note))
+        rows.append(_row("widget", r["explorer"], "update p95", r["p95_s"], "s", note))
+        print(f"{r['explorer']:45s} median {r['median_s'] * 1e3:6.1f} ms  p95 {r['p95_s'] * 1e3:6.1f} ms", flush=True)
+    return rows
+
+
+def _script(name: str, *args: str) -> str:
+    print(f"\n== {name} {' '.join(args)}", flush=True)
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *args], capture_output=True,
+                         text=True, check=True).stdout
+    print(out, flush=True)
+    return out
+
+
+def throughput_rows() -> list[dict]:
+    """Simulator, allocator and quantization throughput, parsed from the scripts' own tables."""
+    rows = []
+    out = _script("scheduler_bench.py", "--million", "0", "--no-reference")
+    for policy, rate in re.findall(r"^\s*(\w+): +([\d,]+) requests/s", out, re.M):
+        rows.append(_row("simulator", policy, "requests simulated", float(rate.replace(",", "")), "1/s",
+                         "10,000-request seeded trace, best of 3"))
+    out = _script("allocator_bench.py", "--ops", "50000", "--repeats", "3")
+    mix = None
+    for line in out.splitlines():
+        if m := re.match(r"(\w+) mix:", line):
+            mix = m.group(1)
+        elif (m := re.search(r"inferlab BlockManager : +([\d.]+) us/op", line)) and mix:
+            rows.append(_row("allocator", mix, "operations", 1e6 / float(m.group(1)), "1/s",
+                             "50,000 operations, best of 3"))
+    out = _script("quant_bench.py", "--rows", "256", "--repeats", "3")
+    for fmt, direction, ours, theirs in re.findall(r"^(\w+) +(\w+) +([\d.]+) +([\d.]+|n/a)", out, re.M):
+        note = "best of 3; gguf (reference) " + (f"{theirs} M/s" if theirs != "n/a" else "n/a")
+        rows.append(_row("quantization", f"{fmt} {direction}", "values", float(ours) * 1e6, "1/s", note))
+    return rows
+
+
+def page_rows() -> list[dict]:
+    """Size of every built page (HTML with its inline frames), if the book is built."""
+    site = ROOT / "_build" / "html"
+    return [_row("page size", str(p.relative_to(site)), "HTML bytes", p.stat().st_size, "B")
+            for p in sorted([*site.glob("*.html"), *site.glob("chapters/*.html"), *site.glob("exercises/*.html")])]
+
+
+def fresh_clone_rows() -> list[dict]:
+    """Wall time of `make book` and of `make test`, each in its own fresh clone (install included)."""
+    rows = []
+    for target in ("book", "test"):
+        with tempfile.TemporaryDirectory(prefix=f"fresh-{target}-") as tmp:
+            subprocess.run(["git", "clone", "--quiet", str(ROOT), tmp], check=True)
+            t0 = time.perf_counter()
+            done = subprocess.run(["make", target], cwd=tmp, capture_output=True, text=True)
+            wall = time.perf_counter() - t0
+            note = "passed" if done.returncode == 0 else f"FAILED: {done.stdout[-300:]}{done.stderr[-300:]}"
+            rows.append(_row(f"make {target}", "fresh clone", "wall", wall, "s", note))
+            print(f"make {target} from a fresh clone: {wall:.0f} s ({note[:60]})", flush=True)
+    return rows
+
+
+def write(rows: list[dict], out: Path) -> None:
+    """Write the rows as CSV and as one Markdown table per section."""
+    with open(out.with_suffix(".csv"), "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    lines = [f"# Benchmarks ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, "
+             "machine possibly shared)", ""]
+    for section in dict.fromkeys(r["section"] for r in rows):
+        lines += [f"## {section}", "", "| name | metric | value | target | meets | note |", "|---|---|---:|---:|---|---|"]
+        for r in (r for r in rows if r["section"] == section):
+            value = _fmt(r["value"], r["unit"])
+            target = _fmt(r["target"], r["unit"]) if r["target"] != "" else ""
+            lines.append(f"| {r['name']} | {r['metric']} | {value} | {target} | {r['meets']} | {r['note']} |")
+        lines.append("")
+    out.with_suffix(".md").write_text("\n".join(lines))
+
+
+def _fmt(value: float, unit: str) -> str:
+    if unit == "s":
+        return f"{value * 1e3:.1f} ms" if value < 1 else f"{value:.1f} s"
+    if unit == "B":
+        return f"{value / 1024:,.0f} KiB"
+    return f"{value:,.0f} {unit}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=["notebooks", "widgets", "throughput", "pages"],
+                        choices=["notebooks", "widgets", "throughput", "pages"])
+    parser.add_argument("--notebooks", nargs="*", type=Path, help="notebooks to time (default: all)")
+    parser.add_argument("--repeat", type=int, default=3, help="repeats per widget update (best kept)")
+    parser.add_argument("--fresh-clone", action="store_true", help="also time make book / make test in clones")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    args = parser.parse_args()
+    rows = []
+    if "notebooks" in args.only:
+        paths = args.notebooks or sorted([*ROOT.glob("chapters/*.ipynb"), *ROOT.glob("exercises/*.ipynb")])
+        rows += notebook_rows([p.resolve() for p in paths])
+    if "widgets" in args.only:
+        rows += widget_rows(args.repeat)
+    if "throughput" in args.only:
+        rows += throughput_rows()
+    if "pages" in args.only:
+        rows += page_rows()
+    if args.fresh_clone:
+        rows += fresh_clone_rows()
+    write(rows, args.out)
+    print(f"\nwrote {args.out.with_suffix('.md')} and {args.out.with_suffix('.csv')}")
 
 
 if __name__ == "__main__":
-    run("scheduler_bench.py")
-    run("widgets_bench.py")
-    notebook_times()
+    main()

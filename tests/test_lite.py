@@ -15,8 +15,11 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
+import nbformat
 import pytest
 from packaging.requirements import Requirement
+
+from inferlab import install_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("INFERLAB_SITE", ROOT / "_build" / "html"))
@@ -31,7 +34,7 @@ PYODIDE_DISTS = {"numpy", "pandas", "matplotlib", "sympy", "mpmath", "kiwisolver
                  "ipython", "traitlets", "comm", "markupsafe", "pyyaml"}
 
 #: Modules that run the book's tooling (builds, grading, GPU), never a notebook in the browser.
-TOOLS = ("inferlab.gpu", "inferlab.headless", "inferlab.sphinx_offline", "inferlab.grade")
+TOOLS = ("inferlab.gpu", "inferlab.headless", "inferlab.sphinx_offline", "inferlab.grade", "inferlab.install_cell")
 
 
 def _norm(name: str) -> str:
@@ -112,3 +115,21 @@ def test_every_notebook_and_data_file_is_in_the_lite_contents() -> None:
     assert missing == [], "files the lite site lacks"
     for nb in (ROOT / "chapters").glob("*.ipynb"):
         assert json.loads((files / "chapters" / nb.name).read_text())["cells"], nb.name
+
+
+def test_the_install_cell_takes_the_repository_url_from_the_config(tmp_path: Path) -> None:
+    url = install_cell.repository_url()
+    assert url.startswith("https://") and url in (ROOT / "_config.yml").read_text()
+    source = install_cell.cell_source(url)
+    assert f"git clone --quiet --depth 1 {url} " in source and 'piplite.install("inferlab")' in source
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 8.1")])
+    path = tmp_path / "n.ipynb"
+    nbformat.write(nb, path)
+    assert install_cell.ensure_install_cell(path, url) is True
+    assert install_cell.ensure_install_cell(path, url) is False
+    cells = nbformat.read(path, as_version=4).cells
+    assert len(cells) == 2 and cells[0].source == source and "remove-cell" in cells[0].metadata.tags
+    assert install_cell.ensure_install_cell(path, "https://example.org/fork") is True
+    assert len(nbformat.read(path, as_version=4).cells) == 2
+    with pytest.raises(ValueError, match="url"):
+        install_cell.cell_source("git@host:x")

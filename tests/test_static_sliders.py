@@ -125,7 +125,7 @@ def test_scripts_added_twice_are_kept_once() -> None:
     from sphinx.builders.html._assets import _JavaScript as Js
 
     ctx = {"script_files": [Js("", body="const THEBE_JS_URL = 1"), Js("a.js"),
-                            Js("", body="const THEBE_JS_URL = 1"), Js("", body="other")]}
+                            Js(None, body="const THEBE_JS_URL = 1"), Js("", body="other")]}
     sphinx_offline._dedupe_scripts(ctx)
     assert [(s.filename, s.attributes.get("body")) for s in ctx["script_files"]] == [
         ("", "const THEBE_JS_URL = 1"), ("a.js", None), ("", "other")]
@@ -136,11 +136,11 @@ def test_pages_without_widget_views_load_no_widget_manager_and_no_remote_css() -
     from sphinx.builders.html._assets import _JavaScript as Js
 
     scripts = [Js("ipywidgets_state", type="application/vnd.jupyter.widget-state+json", body="{}"),
-               Js("require.js"), Js("embed-amd.js"), Js("inferlab-frames.js")]
+               Js("_static/require.js"), Js("_static/embed-amd.js"), Js("_static/inferlab-frames.js")]
     css = [Css("https://fonts.example/css?family=X"), Css("inferlab-frames.css")]
     ctx = {"script_files": list(scripts), "css_files": css, "body": "<p>no widgets</p>"}
     sphinx_offline._offline_assets(ctx, {"require.js", "embed-amd.js"})
-    assert [s.filename for s in ctx["script_files"]] == ["inferlab-frames.js"]
+    assert [s.filename for s in ctx["script_files"]] == ["_static/inferlab-frames.js"]
     assert [c.filename for c in ctx["css_files"]] == ["inferlab-frames.css"]
     ctx = {"script_files": list(scripts), "css_files": [], "body": "application/vnd.jupyter.widget-view+json"}
     sphinx_offline._offline_assets(ctx, {"require.js", "embed-amd.js"})

@@ -79,6 +79,8 @@ def _configure(app: Any, config: Any) -> None:
     build = Path(app.outdir).parent
     static = stage_assets(root / "web" / "node_modules", build / "offline_static")
     config.html_static_path.append(str(static))
+    if not config.html_favicon:  # else the browser asks the site for /favicon.ico and logs a 404
+        config.html_favicon = str(HERE / "book_static" / "favicon.png")
     if "jupyterlite_sphinx" in config.extensions:
         wheel = build_wheel(root, build / "lite_wheels")
         lite_dir = build / "lite_dir"
@@ -102,7 +104,8 @@ def _stage_lite_contents(app: Any, config: Any) -> None:
 def _key(asset: Any) -> tuple:
     """Identity of a Sphinx script or stylesheet entry (a ``_JavaScript``/``_CascadingStyleSheet`` or a str)."""
     attributes = getattr(asset, "attributes", {}) or {}
-    return (str(getattr(asset, "filename", asset)), tuple(sorted((k, str(v)) for k, v in attributes.items())))
+    filename = getattr(asset, "filename", asset) or ""  # inline scripts come as None or ""
+    return (str(filename), tuple(sorted((k, str(v)) for k, v in attributes.items())))
 
 
 def _dedupe_scripts(context: dict[str, Any]) -> None:
@@ -120,9 +123,10 @@ def _offline_assets(context: dict[str, Any], widget_files: set[str]) -> None:
     """Drop stylesheets from other hosts, and the widget manager where the page shows no widget."""
     context["css_files"] = [c for c in context.get("css_files", []) if "://" not in _key(c)[0]]
     if "application/vnd.jupyter.widget-view+json" not in context.get("body", ""):
+        names = {Path(f).name for f in widget_files}
         context["script_files"] = [
             s for s in context.get("script_files", [])
-            if _key(s)[0] not in widget_files
+            if Path(_key(s)[0]).name not in names
             and dict(_key(s)[1]).get("type") != "application/vnd.jupyter.widget-state+json"]
 
 
@@ -137,6 +141,8 @@ def try_live_banner(pagename: str) -> str:
 
 def _page_context(app: Any, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
     _dedupe_scripts(context)
+    # pydata-sphinx-theme logs an error for the empty mode it is given; "auto" follows the reader's system
+    context["default_mode"] = context.get("default_mode") or "auto"
     _offline_assets(context, set(app.config.nb_ipywidgets_js))
     source = Path(app.srcdir) / f"{pagename}.ipynb"
     if doctree is not None and "body" in context and source.exists() \
@@ -149,7 +155,7 @@ def setup(app: Any) -> dict[str, Any]:
     os.environ[OFFLINE_ENV] = "1"  # kernels started by this build inherit it
     app.connect("config-inited", _configure, priority=400)  # before jupyterlite-sphinx reads its config
     app.connect("config-inited", _stage_lite_contents, priority=600)  # after it empties its contents folder
-    app.connect("html-page-context", _page_context)
+    app.connect("html-page-context", _page_context, priority=900)  # after the theme and myst-nb add theirs
     app.add_js_file("inferlab-frames.js", defer="defer")
     app.add_css_file("inferlab-frames.css")
     return {"parallel_read_safe": True, "parallel_write_safe": True}
