@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
 from .. import example, serving
@@ -82,7 +83,11 @@ def goodput_view(ours: pd.DataFrame, chapter: pd.DataFrame | None = None) -> Fig
         ax.set_title(name)
     axes[0].set_ylabel("requests per second")
     axes[0].set_ylim(0, max(ours["completion_rps"].max(), 2.4) * 1.3)
-    axes[1].legend(loc="upper left")
+    handles = [Patch(facecolor=POLICY_COLORS[p], edgecolor="#333333", label=f"ours, {short[p]}")
+               for p in dict.fromkeys(p for _, p in conditions)]
+    if chapter is not None:
+        handles.append(Patch(facecolor="white", edgecolor="#333333", hatch="//", label="experiment 8-9 (median)"))
+    axes[1].legend(handles=handles, loc="upper left")
     return caption(fig, "Figures 8-33 and 8-34: completed requests per second (left) and correct answers within "
                         "3 s per second (right), 16-request windows, timed from the scheduled arrival; single = "
                         "one at a time, batched = continuous batching; n/a = not printed")
