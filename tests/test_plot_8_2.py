@@ -104,3 +104,35 @@ def test_per_token_time_figure_draws_both_stores_and_the_kv_floor():
     assert len(ax.get_lines()) == 3 and len(bx.get_lines()) == 2
     hbm, store = (line.get_ydata() for line in ax.get_lines()[:2])
     assert (hbm > store).all() and store[0] > store[-1]  # the weight read is gone, the fixed cost still spreads
+
+
+def test_legible_raises_only_the_labels_below_the_floor():
+    from inferlab.plot import new_figure
+    from inferlab.plot.legibility import legible, smallest_label_pt
+
+    fig, ax = new_figure(width=14.0)  # drawn twice the page width: shown at half size
+    small, large = ax.text(0, 0, "small", fontsize=8), ax.text(0, 1, "large", fontsize=20)
+    assert smallest_label_pt(fig) < 8
+    assert legible(fig) is fig and smallest_label_pt(fig) == pytest.approx(8)
+    assert small.get_fontsize() == pytest.approx(16) and large.get_fontsize() == 20
+
+
+def test_wide_figures_keep_every_label_legible_at_the_page_width():
+    from inferlab import example
+    from inferlab.datasets import published
+    from inferlab.plot import timeline as PT
+    from inferlab.plot.legibility import MIN_LABEL_PT, smallest_label_pt
+
+    ours = budget_sweep(replay_requests(), [512, 8192], max_running=8, whole_chunks=False)
+    figs = {
+        "weight reuse": PR.draw_weight_reuse(16, 8192, 0.5),
+        "per-token time": PR.per_token_time_figure(M, ACCELERATORS["rtx-pro-6000"], 8192, 0.0176,
+                                                   figure_caption="caption"),
+        "chunk": PS.draw_chunk(512, 16384),
+        "budget sweep": PS.budget_sweep_figure(ours, published("token_budget_8_2_4").set_index("token_budget")),
+        "request": PT.request_timeline(example.single_short_request(), 0.1, 7.0, "Figure 8-2"),
+        "batch": PT.draw_batch(32),
+    }
+    for name, fig in figs.items():
+        assert smallest_label_pt(fig) >= MIN_LABEL_PT - 1e-9, name
+    assert "\n" in figs["weight reuse"].axes[1].get_title()  # the long roofline title wraps instead of being cut

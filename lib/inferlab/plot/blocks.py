@@ -11,7 +11,6 @@ from functools import lru_cache
 
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
-from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
 from ..cache_value import ContextUpdate, PrefixCost, keep_ratio_threshold, prefix_cost, recompute_to_fetch_ratio
@@ -25,21 +24,9 @@ from ..snapshots import HybridRestore, Restore, restore, snapshot_positions, spa
 from ..units import GB, GiB, MiB, ms
 from ..workloads import agent_workload
 from . import COLORS, caption, deadline_line, new_figure
+from .legibility import MIN_LABEL_PT, PAGE_WIDTH_IN, legible, smallest_label_pt  # noqa: F401 (re-exported)
 
 _EDGE = "#555555"
-PAGE_WIDTH_IN = 7.0  # the book's text column at 100 dpi: wider figures are scaled down to it
-MIN_LABEL_PT = 8.0  # the smallest label a reader should have to read at the page width
-
-
-def smallest_label_pt(fig: Figure, page_width_in: float = PAGE_WIDTH_IN) -> float:
-    """Size in points of the smallest non-empty text of ``fig`` once it is scaled to ``page_width_in`` inches."""
-    scale = min(1.0, page_width_in / fig.get_figwidth())
-    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
-    if not sizes:
-        raise ValueError("fig has no visible text")
-    return min(sizes) * scale
-
-
 def _integer_ticks(ax, x: bool = False, y: bool = False) -> None:
     if x:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -17,6 +17,7 @@ from ..models import MODELS, ModelSpec
 from .._validate import positive
 from ..units import GiB, ms
 from . import COLORS, caption, new_figure
+from .legibility import legible
 
 if TYPE_CHECKING:
     from ..widgets import Explorer
@@ -134,6 +135,7 @@ def per_token_time_figure(model: ModelSpec, accelerator: Accelerator, context_to
     bx.set_title("share of peak FLOP/s", fontsize=10)
     ax.legend(loc="upper right", fontsize=8)
     bx.legend(loc="upper left", fontsize=8)
+    legible(fig)
     if figure_caption:
         caption(fig, figure_caption)
     return fig
@@ -167,14 +169,14 @@ def _draw_step(ax, model: ModelSpec, accelerator: Accelerator, context_tokens: i
         l_star = R.decode_context_crossover(model, accelerator, mfu, mbu)
         bound = "compute-bound" if compute[0] > memory[0] else "memory-bound"
         where = "never" if not np.isfinite(l_star) else f"L* = {l_star:,.0f}"
-        title = f"separate weight store, L = {context_tokens:,}: {bound} at every b ({where})"
+        title = f"separate weight store, L = {context_tokens:,}:\n{bound} at every b ({where})"
     else:
         cross = R.compute_memory_crossover(f, context_tokens, weights, k, accelerator.peak_bf16_flops,
                                            accelerator.hbm_bandwidth, mfu, mbu)
         if np.isfinite(cross) and cross <= max_batch:
             ax.axvline(cross, color=COLORS["deadline"], ls="--", lw=1, label=f"crossover b = {cross:.0f}")
         bound = "never compute-bound" if not np.isfinite(cross) else f"compute-bound above b = {cross:.0f}"
-        title = f"{accelerator.name}, L = {context_tokens:,}: {bound}"
+        title = f"{accelerator.name}, L = {context_tokens:,}:\n{bound}"
     if mark_batch:
         t = R.step_time(mark_batch, f, context_tokens, weights, k, accelerator.peak_bf16_flops,
                         accelerator.hbm_bandwidth, mfu, mbu)
@@ -190,6 +192,8 @@ def _draw_step(ax, model: ModelSpec, accelerator: Accelerator, context_tokens: i
     ax.set_ylabel("time per step (ms)")
     ax.set_title(title)
     ax.legend(loc="upper left", fontsize=8)
+    fig = ax.figure  # room for a two-line title
+    fig.subplots_adjust(top=min(fig.subplotpars.top, 1 - 0.6 / fig.get_figheight()))
 
 
 def draw_weight_reuse(batch: int = 16, context_tokens: int = 2048, bandwidth_scale: float = 1.0,
@@ -201,10 +205,10 @@ def draw_weight_reuse(batch: int = 16, context_tokens: int = 2048, bandwidth_sca
     model = MODELS["qwen3-8b"]
     card = ACCELERATORS[accelerator]
     acc = replace(card, hbm_bandwidth=card.hbm_bandwidth * positive("bandwidth_scale", bandwidth_scale))
-    fig, (ax, bx) = new_figure(1, 2, width=11, height=3.8)
+    fig, (ax, bx) = new_figure(1, 2, width=8.5, height=3.8)
     _draw_bytes(ax, model, (int(context_tokens),), 256, int(batch))
     _draw_step(bx, model, acc, int(context_tokens), 256, int(batch), 1.0, 1.0, False)
-    return fig
+    return legible(fig)
 
 
 # ---- the section's explorers (notebooks display them; tests sweep every ``*_explorer``) ----

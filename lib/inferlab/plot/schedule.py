@@ -21,6 +21,7 @@ from ..iteration import FITTED_COST, IterationCost
 from ..scheduler import Schedule, run_example
 from ..units import ms
 from . import COLORS, caption, new_figure
+from .legibility import legible
 
 if TYPE_CHECKING:
     from ..widgets import Explorer
@@ -150,8 +151,8 @@ def chunk_time_figure(chunk_tokens: int = 512, history_tokens: int = 7680, cost:
     bx.set_ylim(-0.6, 2.2)
     bx.set_xlabel("ms")
     bx.set_title(f"one chunk: c = {c}, h = {history_tokens}")
-    bx.legend(loc="upper left", ncols=2, fontsize=8)
-    return fig
+    bx.legend(loc="upper left", fontsize=8)
+    return legible(fig)
 
 
 def draw_chunk(chunk_tokens: int = 512, history_tokens: int = 7680) -> Figure:
@@ -180,7 +181,7 @@ def budget_sweep_figure(ours: pd.DataFrame, published: pd.DataFrame | None = Non
         a.set_ylabel(label)
         a.set_ylim(0, None)
         a.legend()
-    return fig
+    return legible(fig)
 
 
 def padding_figure(buckets: Iterable[int], max_rows: int | None = None) -> Figure:

@@ -16,6 +16,7 @@ from ..timeline import RequestTimes
 if TYPE_CHECKING:
     from ..widgets import Explorer
 from . import COLORS, REQUEST_COLORS, caption, deadline_line, new_figure
+from .legibility import legible
 
 
 def iteration_slots(iterations: Sequence[Sequence[str]], title: str = "") -> Figure:
@@ -73,6 +74,7 @@ def request_timeline(
     ax.set_xlabel("time since arrival (s)")
     ax.legend(loc="upper left", ncol=3, fontsize=8)
     ax.grid(axis="y", visible=False)
+    legible(fig)
     if title:
         caption(fig, title)
     return fig
@@ -122,6 +124,7 @@ def batch_sweep(sweep: pd.DataFrame, batch: int, step_s: float, title: str = "")
     step.plot([batch], [step_s * 1e3], "D", color=COLORS["deadline"])
     handles = tput.get_legend_handles_labels()[0] + step.get_legend_handles_labels()[0][1:]
     tput.legend(handles=handles, loc="upper left")
+    legible(fig)
     if title:
         caption(fig, title)
     return fig

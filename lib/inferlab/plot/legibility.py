@@ -1,0 +1,27 @@
+"""Legibility of figures at the book's page width: the smallest label as rendered, and a floor for it."""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+from matplotlib.text import Text
+
+PAGE_WIDTH_IN = 7.0  # the book's text column at 100 dpi: wider figures are scaled down to it
+MIN_LABEL_PT = 8.0  # the smallest label a reader should have to read at the page width
+
+
+def smallest_label_pt(fig: Figure, page_width_in: float = PAGE_WIDTH_IN) -> float:
+    """Size in points of the smallest non-empty text of ``fig`` once it is scaled to ``page_width_in`` inches."""
+    scale = min(1.0, page_width_in / fig.get_figwidth())
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    if not sizes:
+        raise ValueError("fig has no visible text")
+    return min(sizes) * scale
+
+
+def legible(fig: Figure, min_pt: float = MIN_LABEL_PT, page_width_in: float = PAGE_WIDTH_IN) -> Figure:
+    """Raise every text of ``fig`` to at least ``min_pt`` points as rendered at ``page_width_in`` inches; returns fig."""
+    floor = min_pt / min(1.0, page_width_in / fig.get_figwidth())
+    for text in fig.findobj(Text):
+        if text.get_fontsize() < floor:
+            text.set_fontsize(floor)
+    return fig
