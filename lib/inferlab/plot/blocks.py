@@ -27,6 +27,8 @@ from . import COLORS, caption, deadline_line, new_figure
 from .legibility import MIN_LABEL_PT, PAGE_WIDTH_IN, legible, smallest_label_pt  # noqa: F401 (re-exported)
 
 _EDGE = "#555555"
+
+
 def _integer_ticks(ax, x: bool = False, y: bool = False) -> None:
     if x:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
