@@ -191,3 +191,15 @@ def test_tokens_per_round_needed_for_d() -> None:
     assert sv.evaluate(ok)["on_time"] and not sv.evaluate(late)["on_time"]
     tight = sv.Workload(deadline_s=2.0)
     assert math.isinf(sv.tokens_per_round_needed(d, tight))
+
+
+def test_another_card_keeps_the_overhead_and_reads_at_its_bandwidth() -> None:
+    from inferlab.hardware import ACCELERATORS
+
+    rtx = sv.evaluate_configs()
+    h200 = sv.evaluate_configs(accelerator=ACCELERATORS["h200"])
+    read = sv.configs.MEASURED_ON.memory_time(34.464e9)
+    assert h200.loc["B", "round_s"] == pytest.approx(0.02735 - read + 34.464e9 / 4800e9, rel=1e-3)
+    assert (h200["total_s"] < rtx["total_s"]).all()  # more bandwidth and FLOP/s: every configuration is faster
+    assert h200.loc["B", "prefill_s"] < rtx.loc["B", "prefill_s"] * 503.8 / 989.4 * 1.01
+    assert list(h200["kv_bytes"]) == list(rtx["kv_bytes"])  # memory does not depend on the card

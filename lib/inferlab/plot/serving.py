@@ -9,6 +9,8 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
 from .. import example, serving
+from .._validate import one_of
+from ..hardware import ACCELERATORS
 from ..units import GiB
 from ..widgets import Explorer, choice, explore, float_slider, int_slider, log_slider
 from . import COLORS, caption, deadline_line, new_figure
@@ -139,17 +141,23 @@ def config_plane_view(table: pd.DataFrame, kv_budget_bytes: float, deadline_s: f
 
 
 def config_view(kv_budget_gib: float = 12.0, deadline_s: float = 7.0, output_tokens: int = 256,
-                tokens_per_round: float = 3.0) -> Figure:
-    """The chapter's configurations A-D for sixteen long requests, with D's tokens per round as a knob."""
+                tokens_per_round: float = 3.0, card: str = "rtx-pro-6000") -> Figure:
+    """The chapter's configurations A-D for sixteen long requests, with D's tokens per round and the card as knobs.
+
+    On a card other than the RTX PRO 6000 the times are transferred from its measurements (``serving.round_time``).
+    """
+    accelerator = ACCELERATORS[one_of("card", card, ACCELERATORS)]
     configs = {k: v for k, v in serving.CHAPTER_CONFIGS.items() if k in "ABCD"}  # E is exercise 8-9's
     configs["D"] = serving.ServingConfig(**{**configs["D"].__dict__, "tokens_per_round": tokens_per_round})
     table = serving.evaluate_configs(configs, kv_budget_bytes=kv_budget_gib * GiB, deadline_s=deadline_s,
-                                     output_tokens=output_tokens)
+                                     output_tokens=output_tokens, accelerator=accelerator)
     ok = serving.feasible(table)
     best = f"cheapest feasible: {ok[0]} ({table.loc[ok[0], 'gpu_s_per_good']:.3f} GPU-s per good result)" if ok \
         else "no configuration fits and finishes on time"
     return config_plane_view(table, kv_budget_gib * GiB, deadline_s,
-                             f"Figure 8-35: sixteen long requests, {output_tokens} outputs; {best}")
+                             f"Figure 8-35: sixteen long requests, {output_tokens} outputs"
+                             + ("" if accelerator == serving.MEASURED_ON else f", estimated for the {card}")
+                             + f"; {best}")
 
 
 def amdahl_view(fractions: tuple[float, ...] = (0.2, 0.5, 0.8), max_speedup: float = 16.0) -> Figure:
@@ -191,12 +199,13 @@ def goodput_explorer() -> Explorer:
 
 
 def config_explorer() -> Explorer:
-    """KV budget, deadline, output length and D's tokens per round on the configuration plane (8.6.3)."""
+    """KV budget, deadline, output length, D's tokens per round and the card on the configuration plane (8.6.3)."""
     return explore(config_view,
                    kv_budget_gib=float_slider("KV budget", 2.0, 24.0, 12.0, 0.5, unit="GiB"),
                    deadline_s=float_slider("deadline", 1.0, 20.0, 7.0, 0.5, unit="s"),
                    output_tokens=int_slider("output length", 2, 1024, 256, unit="tokens"),
-                   tokens_per_round=float_slider("D: tokens per round", 1.0, 6.0, 3.0, 0.25))
+                   tokens_per_round=float_slider("D: tokens per round", 1.0, 6.0, 3.0, 0.25),
+                   card=choice("card", list(ACCELERATORS), "rtx-pro-6000"))
 
 
 def amdahl_explorer() -> Explorer:

@@ -7,7 +7,7 @@
 - ``metrics``: completion throughput, goodput, Little's law, percentiles, Amdahl's law.
 """
 
-from .configs import (CHAPTER_CONFIGS, CHAPTER_WORKLOAD, KV_FORMAT_RATIO, ServingConfig, Workload, evaluate,
+from .configs import (CHAPTER_CONFIGS, MEASURED_ON, CHAPTER_WORKLOAD, KV_FORMAT_RATIO, ServingConfig, Workload, evaluate,
                       evaluate_configs, feasible, tokens_per_round_needed)
 from .load import POLICIES, poisson_requests, serve, trace_requests
 from .metrics import amdahl_derivation, amdahl_speedup, in_system_curve, little_n, observation_window, summarize, task_time, time_average_in_system
@@ -15,7 +15,7 @@ from .sweep import ANSWER_TOKENS, TASK_PROMPT_TOKENS, WRONG_TASK, goodput_sweep,
 from .rates import decode_rate, efficiency_table, gpu_seconds, prefill_rate, shared_batch_rates
 
 __all__ = [
-    "CHAPTER_CONFIGS", "CHAPTER_WORKLOAD", "KV_FORMAT_RATIO", "ServingConfig", "Workload", "evaluate",
+    "CHAPTER_CONFIGS", "MEASURED_ON", "CHAPTER_WORKLOAD", "KV_FORMAT_RATIO", "ServingConfig", "Workload", "evaluate",
     "evaluate_configs", "feasible", "tokens_per_round_needed", "POLICIES", "poisson_requests", "serve", "trace_requests", "amdahl_derivation", "amdahl_speedup",
     "in_system_curve", "little_n", "observation_window", "summarize", "task_time", "time_average_in_system", "decode_rate",
     "efficiency_table", "gpu_seconds", "prefill_rate", "shared_batch_rates", "ANSWER_TOKENS", "TASK_PROMPT_TOKENS",

@@ -30,12 +30,14 @@ from ..units import GiB, MiB, ms
 
 __all__ = [
     "KV_FORMAT_RATIO", "ServingConfig", "Workload", "CHAPTER_CONFIGS", "CHAPTER_WORKLOAD", "VERIFY_MFU",
-    "MEASURED_SHARED_STEP_S", "MEASURED_SHARED_PREFILL_S", "feasible", "DRAFT_BYTES", "DRAFT_PREFILL_OVERHEAD", "kv_bytes", "prefill_time",
+    "MEASURED_SHARED_STEP_S", "MEASURED_ON", "MEASURED_SHARED_PREFILL_S", "feasible", "DRAFT_BYTES", "DRAFT_PREFILL_OVERHEAD", "kv_bytes", "prefill_time",
     "decode_rounds", "round_time", "tokens_per_round_needed", "evaluate", "evaluate_configs",
 ]
 
 #: Bytes of a KV value in each storage format relative to BF16 (GGML blocks of 32: 34 and 18 bytes vs 64).
 KV_FORMAT_RATIO: dict[str, float] = {f: block_format(f).ratio_to(2.0) for f in ("bf16", "q8_0", "q4_0")}
+#: The card the step times and B's prefill were measured on (experiment 8-1).
+MEASURED_ON = example.ACCELERATOR
 #: Compute efficiency of a verification round (section 8.6.3 uses 58 %).
 VERIFY_MFU = 0.58
 #: Measured prefill of config B: 32,768 new tokens at r_P of about 16,059 tokens/s (experiment 8-1), seconds.
@@ -137,7 +139,8 @@ def prefill_time(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD, m
 
     A measured ``config.prefill_s`` is used for the batch it was measured on (the chapter's 16 x 8K, 6K shared).
     """
-    if config.prefill_s is not None and _prefill_shape(workload) == _prefill_shape(CHAPTER_WORKLOAD):
+    if (config.prefill_s is not None and accelerator == MEASURED_ON
+            and _prefill_shape(workload) == _prefill_shape(CHAPTER_WORKLOAD)):
         return config.prefill_s * (1 + config.prefill_overhead)
     cached = workload.shared_prefix_tokens if config.shared_prefix else 0
     one = calibration.prefill_time(model, accelerator, workload.prompt_tokens - cached, cached, mfu=mfu)
@@ -151,13 +154,18 @@ def decode_rounds(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD) 
 
 def round_time(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD, model: ModelSpec = example.MODEL,
                accelerator: Accelerator = example.ACCELERATOR) -> float:
-    """Seconds per decode round: max(memory-side step, verification compute) plus any per-round lookup."""
-    if config.decode_step_s is not None:
-        step = config.decode_step_s
-    else:
-        # the chapter reads each prompt's KV once per round (34.46 GB for sixteen 8K contexts)
-        kv_read = workload.n_requests * workload.prompt_tokens * model.kv_bytes_per_token()
-        step = calibration.measured_decode_step(model.matrix_weight_bytes() + kv_read * KV_FORMAT_RATIO[config.kv_format])
+    """Seconds per decode round: max(memory-side step, verification compute) plus any per-round lookup.
+
+    The memory-side step is measured on the RTX PRO 6000 (B's 27.35 ms, or experiment 8-1 interpolated in
+    bytes read). On another card the step keeps its fixed part (the measured step minus its reads at
+    peak bandwidth: the engine's per-step overhead) and reads the same bytes at that card's bandwidth.
+    """
+    # the chapter reads each prompt's KV once per round (34.46 GB for sixteen 8K contexts)
+    kv_read = workload.n_requests * workload.prompt_tokens * model.kv_bytes_per_token()
+    read = model.matrix_weight_bytes() + kv_read * KV_FORMAT_RATIO[config.kv_format]
+    step = config.decode_step_s if config.decode_step_s is not None else calibration.measured_decode_step(read)
+    if accelerator != MEASURED_ON:
+        step = step - MEASURED_ON.memory_time(read) + accelerator.memory_time(read)
     verify_flops = workload.n_requests * model.flops(
         config.verify_positions, workload.prompt_tokens, logits=config.verify_positions)
     compute = accelerator.compute_time(verify_flops, VERIFY_MFU)
@@ -198,8 +206,12 @@ def evaluate(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD,
 def evaluate_configs(configs: Iterable[ServingConfig] | dict[str, ServingConfig] | None = None,
                      kv_budget_bytes: float = example.KV_BUDGET_BYTES, deadline_s: float = example.DEADLINE_S,
                      output_tokens: int = example.LONG.output_tokens,
-                     workload: Workload = CHAPTER_WORKLOAD) -> pd.DataFrame:
+                     workload: Workload = CHAPTER_WORKLOAD,
+                     accelerator: Accelerator = example.ACCELERATOR) -> pd.DataFrame:
     """Evaluate configurations (default: the chapter's A-E) for one workload; one row per configuration.
+
+    On a card other than the RTX PRO 6000 the times are transferred as ``prefill_time`` and ``round_time``
+    say (same efficiencies and per-step overhead, that card's peaks): an estimate, not a measurement.
 
     ``gpu_s_per_good`` and ``energy_j_per_good`` are infinite when a configuration returns no good result.
     """
@@ -211,7 +223,7 @@ def evaluate_configs(configs: Iterable[ServingConfig] | dict[str, ServingConfig]
         if not isinstance(c, ServingConfig):
             raise ValueError(f"configs must hold ServingConfig objects, got {type(c).__name__}")
     wl = replace(workload, deadline_s=deadline_s, output_tokens=output_tokens)
-    rows = {c.name: evaluate(c, wl, kv_budget_bytes) for c in items}
+    rows = {c.name: evaluate(c, wl, kv_budget_bytes, accelerator=accelerator) for c in items}
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("config")
 
 
