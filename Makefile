@@ -6,6 +6,7 @@ TORCH  := $(VENV)/.torch
 WEB    := web/node_modules/.installed
 CACHE  := _build/.jupyter_cache
 JOBS   ?= 2
+NOTEBOOKS := $(wildcard chapters/*.ipynb exercises/*.ipynb)
 
 .PHONY: book test unit notebooks outputs-check build-check browser chromium lab bench clean strip
 
@@ -27,8 +28,10 @@ $(TORCH): $(STAMP)
 
 book: $(STAMP) $(WEB)  ## execute every notebook and build the HTML into _build/html
 	@# the execution cache is keyed on notebook text only: drop it when the library or data changed
-	@if [ -d _build/.jupyter_cache ] && [ -n "$$(find lib data -type f -newer _build/.jupyter_cache | head -1)" ]; then \
-		rm -rf _build/.jupyter_cache; fi
+	@if [ -d $(CACHE) ] && [ -n "$$(find lib data -type f -newer $(CACHE) | head -1)" ]; then \
+		rm -rf $(CACHE); fi
+	@# an empty cache is filled by nbmake on $(JOBS) cores (conftest.py stores each run), not one notebook at a time
+	@if [ ! -d $(CACHE) ]; then $(PY) -m pytest --nbmake --nbmake-timeout=300 -n $(JOBS) -q $(NOTEBOOKS); fi
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 
 # Each notebook executes once: nbmake runs it and stores it in the book's cache (conftest.py), the build reuses it.
@@ -39,7 +42,7 @@ unit: $(STAMP) $(TORCH) $(WEB)
 
 notebooks: $(STAMP)
 	rm -rf $(CACHE)
-	$(PY) -m pytest --nbmake --nbmake-timeout=300 -n $(JOBS) -q $(wildcard chapters/*.ipynb exercises/*.ipynb)
+	$(PY) -m pytest --nbmake --nbmake-timeout=300 -n $(JOBS) -q $(NOTEBOOKS)
 
 outputs-check: $(STAMP)
 	$(PY) -m pytest tests/test_repo.py -q
@@ -62,7 +65,7 @@ bench: $(STAMP) $(WEB)  ## benchmarks/results.md and .csv
 	$(PY) benchmarks/run.py
 
 strip: $(STAMP)  ## remove outputs from every notebook before committing
-	$(VENV)/bin/nbstripout --keep-id $(wildcard chapters/*.ipynb exercises/*.ipynb)
+	$(VENV)/bin/nbstripout --keep-id $(NOTEBOOKS)
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis
