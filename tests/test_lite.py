@@ -122,14 +122,15 @@ def test_the_install_cell_takes_the_repository_url_from_the_config(tmp_path: Pat
     assert url.startswith("https://") and url in (ROOT / "_config.yml").read_text()
     source = install_cell.cell_source(url)
     assert f"git clone --quiet --depth 1 {url} " in source and 'piplite.install("inferlab")' in source
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 8.1")])
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 8.1")])  # no code cell yet
     path = tmp_path / "n.ipynb"
     nbformat.write(nb, path)
     assert install_cell.ensure_install_cell(path, url) is True
     assert install_cell.ensure_install_cell(path, url) is False
     cells = nbformat.read(path, as_version=4).cells
-    assert len(cells) == 2 and cells[0].source == source and "remove-cell" in cells[0].metadata.tags
+    assert len(cells) == 2 and cells[0].source == "# 8.1" and cells[1].source == source
+    assert "remove-cell" in cells[1].metadata.tags and install_cell.has_install_cell(path, url)
     assert install_cell.ensure_install_cell(path, "https://example.org/fork") is True
-    assert len(nbformat.read(path, as_version=4).cells) == 2
+    assert len(nbformat.read(path, as_version=4).cells) == 2 and not install_cell.has_install_cell(path, url)
     with pytest.raises(ValueError, match="url"):
         install_cell.cell_source("git@host:x")

@@ -1,4 +1,4 @@
-"""The first cell of every notebook: install ``inferlab`` where it is missing (Colab, JupyterLite).
+"""The first code cell of every notebook: install ``inferlab`` where it is missing (Colab, JupyterLite).
 
 The repository URL lives in one place, ``repository.url`` in ``_config.yml``; this module writes it
 into the cell. ``python -m inferlab.install_cell`` (re)writes the cell of every notebook in
@@ -51,18 +51,29 @@ def cell_source(url: str) -> str:
 
 
 def ensure_install_cell(path: Path, url: str) -> bool:
-    """Make the first cell of notebook ``path`` the install cell (hidden in the book); True if it changed."""
+    """Make the first code cell of notebook ``path`` the install cell (hidden in the book); True if it changed.
+
+    It goes right before the first code cell, so a notebook still opens with its title.
+    """
     nb = nbformat.read(path, as_version=4)
     cell = nbformat.v4.new_code_cell(cell_source(url), metadata={"tags": [TAG, "remove-cell"]})
-    first = nb.cells[0] if nb.cells else None
-    if first is not None and TAG in first.get("metadata", {}).get("tags", []):
-        if first.source == cell.source:
+    tagged = [c for c in nb.cells if TAG in c.get("metadata", {}).get("tags", [])]
+    if tagged:
+        if tagged[0].source == cell.source:
             return False
-        first.source = cell.source
+        tagged[0].source = cell.source
     else:
-        nb.cells.insert(0, cell)
+        first_code = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code"), len(nb.cells))
+        nb.cells.insert(first_code, cell)
     nbformat.write(nb, path)
     return True
+
+
+def has_install_cell(path: Path, url: str) -> bool:
+    """True if the first code cell of notebook ``path`` is the current install cell."""
+    nb = nbformat.read(path, as_version=4)
+    first_code = next((c for c in nb.cells if c.cell_type == "code"), None)
+    return first_code is not None and first_code.source == cell_source(url)
 
 
 def notebooks(root: Path = ROOT) -> list[Path]:
