@@ -111,7 +111,9 @@ class RadixCache:
     # ---- lookups ---------------------------------------------------------------------
     def match(self, tokens: Sequence[int]) -> Match:
         """Longest cached prefix of ``tokens``; touches the path (access time, hits); splits a partial edge."""
-        tokens = tuple(token_ids(tokens))
+        return self._match(tuple(token_ids(tokens)))
+
+    def _match(self, tokens: tuple[int, ...]) -> Match:
         self.clock += 1
         return self._walk(tokens, touch=True)
 
@@ -154,7 +156,9 @@ class RadixCache:
         """
         if reuse_hint is not None:
             fraction("reuse_hint", reuse_hint)
-        tokens = tuple(token_ids(tokens))
+        return self._insert(tuple(token_ids(tokens)), reuse_hint, tick)
+
+    def _insert(self, tokens: tuple[int, ...], reuse_hint: float | None, tick: bool) -> int:
         if tick:
             self.clock += 1
         m = self._walk(tokens, touch=False, refresh=True)
@@ -311,10 +315,13 @@ def replay(requests: Sequence, capacity_tokens: int, policy: LRU | ValuePerByte 
     cache = RadixCache(capacity_tokens, policy)
     names, inputs, hits, session = [], [], [], []
     for r in requests:
-        m = cache.match(tuple(r.input_ids)[:-1])
+        computed = tuple(token_ids(tuple(r.input_ids) + tuple(r.output_ids), "input_ids + output_ids"))[:-1]
+        hint = getattr(r, "reuse_hint", None)
+        if hint is not None:
+            fraction("reuse_hint", hint)
+        m = cache._match(computed[:len(r.input_ids) - 1])  # ids checked once per request, above
         cache.lock(m.node)
-        computed = (tuple(r.input_ids) + tuple(r.output_ids))[:-1]
-        cache.insert(computed, getattr(r, "reuse_hint", None), tick=False)
+        cache._insert(computed, hint, tick=False)
         cache.unlock(m.node)
         names.append(r.name)
         inputs.append(len(r.input_ids))
