@@ -96,11 +96,15 @@ class Tab:
                 found.append(f"load failed: {params.get('errorText')}")
         return found
 
-    def screenshot(self, path: Path) -> Path:
-        """Save a PNG of the whole page to ``path``."""
+    def screenshot(self, path: Path, width: int = 1280, max_height: int = 8000) -> Path:
+        """Save a PNG of the page, ``width`` CSS pixels wide and as tall as its content (at most ``max_height``)."""
         import base64
 
-        data = self.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)["data"]
+        self.send("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=False)
+        height = min(max_height, int(self.eval("document.documentElement.scrollHeight")))
+        self.send("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
+        data = self.send("Page.captureScreenshot", format="png")["data"]
+        self.send("Emulation.clearDeviceMetricsOverride")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(data))
         return path

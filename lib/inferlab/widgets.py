@@ -32,9 +32,9 @@ from .plot import to_png
 #: Environment variable that switches displayed explorers to offline frames (set for headless builds).
 OFFLINE_ENV = "INFERLAB_OFFLINE_FRAMES"
 #: Frames per offline slider (each costs one draw and render, ~0.1 s), and their resolution (dots per inch;
-#: the live widget uses the style's 100).
+#: the live widget uses the style's 100; the render time hardly depends on it, the page size does).
 OFFLINE_FRAMES = 6
-OFFLINE_DPI = 72
+OFFLINE_DPI = 85
 
 _LAYOUT = {"description_width": "160px"}
 _WIDTH = "460px"
