@@ -65,11 +65,17 @@ def stage_assets(node_modules: Path, dest: Path) -> Path:
 
 
 def build_wheel(project: Path, dest: Path) -> Path:
-    """Build the ``inferlab`` wheel (no dependencies, no network) into ``dest``; its path."""
+    """Build the ``inferlab`` wheel (no dependencies, no network) into ``dest``, from a copy of the project."""
+    import tempfile
+
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--wheel-dir", str(dest), str(project)], check=True)
+    with tempfile.TemporaryDirectory(prefix="inferlab-wheel-") as tmp:  # setuptools writes build/ where it builds
+        shutil.copy2(project / "pyproject.toml", tmp)
+        shutil.copytree(project / "lib", Path(tmp) / "lib",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "book_static"))
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                        "--wheel-dir", str(dest), tmp], check=True)
     (wheel,) = dest.glob("inferlab-*.whl")
     return wheel
 
