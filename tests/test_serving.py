@@ -203,3 +203,17 @@ def test_another_card_keeps_the_overhead_and_reads_at_its_bandwidth() -> None:
     assert (h200["total_s"] < rtx["total_s"]).all()  # more bandwidth and FLOP/s: every configuration is faster
     assert h200.loc["B", "prefill_s"] < rtx.loc["B", "prefill_s"] * 503.8 / 989.4 * 1.01
     assert list(h200["kv_bytes"]) == list(rtx["kv_bytes"])  # memory does not depend on the card
+
+
+def test_a_prefix_waiting_in_host_memory_is_copied_first() -> None:
+    from inferlab.hardware import PCIE_GEN4_X16, PCIE_GEN5_X16
+
+    on_device = sv.evaluate_configs()
+    gen5 = sv.evaluate_configs(prefix_link_bandwidth=PCIE_GEN5_X16)
+    gen4 = sv.evaluate_configs(prefix_link_bandwidth=PCIE_GEN4_X16)
+    fetch5 = gen5["prefill_s"] - on_device["prefill_s"]
+    assert round(fetch5["B"] * 1e3, 1) == 14.2  # 864 MiB at 64 GB/s, as section 8.3.4's fetch
+    assert fetch5["A"] == 0 and fetch5["C"] == 0  # nothing is shared, nothing is fetched
+    assert (gen4["prefill_s"] - on_device["prefill_s"])["B"] == pytest.approx(2 * fetch5["B"])
+    with pytest.raises(ValueError, match="link_bandwidth"):
+        sv.evaluate_configs(prefix_link_bandwidth=0.0)

@@ -10,11 +10,14 @@ from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
 from .. import example, serving
 from .._validate import one_of
-from ..hardware import ACCELERATORS
+from ..hardware import ACCELERATORS, NVLINK_C2C, PCIE_GEN4_X16, PCIE_GEN5_X16
 from ..units import GiB
 from ..widgets import Explorer, choice, explore, float_slider, int_slider, log_slider
 from . import COLORS, caption, deadline_line, new_figure
 
+#: Where the shared prefix's KV waits before the batch: on the device, or in host memory behind a link.
+PREFIX_LINKS: dict[str, float | None] = {"on device": None, "host, PCIe Gen4 x16": PCIE_GEN4_X16,
+                                         "host, PCIe Gen5 x16": PCIE_GEN5_X16, "host, NVLink-C2C": NVLINK_C2C}
 POLICY_COLORS = {"one-at-a-time": COLORS["queue"], "continuous": COLORS["decode"], "chunked": COLORS["decode"]}
 POLICY_LABELS = {"one-at-a-time": "one at a time", "continuous": "continuous (whole prompts)",
                  "chunked": "continuous batching"}
@@ -141,16 +144,19 @@ def config_plane_view(table: pd.DataFrame, kv_budget_bytes: float, deadline_s: f
 
 
 def config_view(kv_budget_gib: float = 12.0, deadline_s: float = 7.0, output_tokens: int = 256,
-                tokens_per_round: float = 3.0, card: str = "rtx-pro-6000") -> Figure:
+                tokens_per_round: float = 3.0, card: str = "rtx-pro-6000", prefix_link: str = "on device") -> Figure:
     """The chapter's configurations A-D for sixteen long requests, with D's tokens per round and the card as knobs.
 
     On a card other than the RTX PRO 6000 the times are transferred from its measurements (``serving.round_time``).
+    ``prefix_link``: where the cached shared prefix waits ('on device', or a link it is copied over first).
     """
+    one_of("prefix_link", prefix_link, PREFIX_LINKS)
     accelerator = ACCELERATORS[one_of("card", card, ACCELERATORS)]
     configs = {k: v for k, v in serving.CHAPTER_CONFIGS.items() if k in "ABCD"}  # E is exercise 8-9's
     configs["D"] = serving.ServingConfig(**{**configs["D"].__dict__, "tokens_per_round": tokens_per_round})
     table = serving.evaluate_configs(configs, kv_budget_bytes=kv_budget_gib * GiB, deadline_s=deadline_s,
-                                     output_tokens=output_tokens, accelerator=accelerator)
+                                     output_tokens=output_tokens, accelerator=accelerator,
+                                     prefix_link_bandwidth=PREFIX_LINKS[prefix_link])
     ok = serving.feasible(table)
     best = f"cheapest feasible: {ok[0]} ({table.loc[ok[0], 'gpu_s_per_good']:.3f} GPU-s per good result)" if ok \
         else "no configuration fits and finishes on time"
@@ -205,7 +211,8 @@ def config_explorer() -> Explorer:
                    deadline_s=float_slider("deadline", 1.0, 20.0, 7.0, 0.5, unit="s"),
                    output_tokens=int_slider("output length", 2, 1024, 256, unit="tokens"),
                    tokens_per_round=float_slider("D: tokens per round", 1.0, 6.0, 3.0, 0.25),
-                   card=choice("card", list(ACCELERATORS), "rtx-pro-6000"))
+                   card=choice("card", list(ACCELERATORS), "rtx-pro-6000"),
+                   prefix_link=choice("cached prefix", list(PREFIX_LINKS), "on device"))
 
 
 def amdahl_explorer() -> Explorer:

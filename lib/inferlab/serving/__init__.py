@@ -8,7 +8,7 @@
 """
 
 from .configs import (CHAPTER_CONFIGS, MEASURED_ON, CHAPTER_WORKLOAD, KV_FORMAT_RATIO, ServingConfig, Workload, evaluate,
-                      evaluate_configs, feasible, tokens_per_round_needed)
+                      evaluate_configs, feasible, prefix_fetch_time, tokens_per_round_needed)
 from .load import POLICIES, poisson_requests, serve, trace_requests
 from .metrics import amdahl_derivation, amdahl_speedup, in_system_curve, little_n, observation_window, summarize, task_time, time_average_in_system
 from .sweep import ANSWER_TOKENS, TASK_PROMPT_TOKENS, WRONG_TASK, goodput_sweep, load_table, retrieval_window
@@ -16,7 +16,7 @@ from .rates import decode_rate, efficiency_table, gpu_seconds, prefill_rate, sha
 
 __all__ = [
     "CHAPTER_CONFIGS", "MEASURED_ON", "CHAPTER_WORKLOAD", "KV_FORMAT_RATIO", "ServingConfig", "Workload", "evaluate",
-    "evaluate_configs", "feasible", "tokens_per_round_needed", "POLICIES", "poisson_requests", "serve", "trace_requests", "amdahl_derivation", "amdahl_speedup",
+    "evaluate_configs", "feasible", "prefix_fetch_time", "tokens_per_round_needed", "POLICIES", "poisson_requests", "serve", "trace_requests", "amdahl_derivation", "amdahl_speedup",
     "in_system_curve", "little_n", "observation_window", "summarize", "task_time", "time_average_in_system", "decode_rate",
     "efficiency_table", "gpu_seconds", "prefill_rate", "shared_batch_rates", "ANSWER_TOKENS", "TASK_PROMPT_TOKENS",
     "WRONG_TASK", "goodput_sweep", "load_table", "retrieval_window",

@@ -31,7 +31,7 @@ from ..units import GiB, MiB, ms
 __all__ = [
     "KV_FORMAT_RATIO", "ServingConfig", "Workload", "CHAPTER_CONFIGS", "CHAPTER_WORKLOAD", "VERIFY_MFU",
     "MEASURED_SHARED_STEP_S", "MEASURED_ON", "MEASURED_SHARED_PREFILL_S", "feasible", "DRAFT_BYTES", "DRAFT_PREFILL_OVERHEAD", "kv_bytes", "prefill_time",
-    "decode_rounds", "round_time", "tokens_per_round_needed", "evaluate", "evaluate_configs",
+    "decode_rounds", "round_time", "tokens_per_round_needed", "prefix_fetch_time", "evaluate", "evaluate_configs",
 ]
 
 #: Bytes of a KV value in each storage format relative to BF16 (GGML blocks of 32: 34 and 18 bytes vs 64).
@@ -183,13 +183,28 @@ def tokens_per_round_needed(config: ServingConfig, workload: Workload = CHAPTER_
     return max(1.0, (workload.output_tokens - 1) / rounds)
 
 
+def prefix_fetch_time(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD,
+                      model: ModelSpec = example.MODEL, link_bandwidth: float | None = None) -> float:
+    """Seconds to bring a shared prefix's KV from host memory over ``link_bandwidth`` (0 if it is on the device)."""
+    if link_bandwidth is None or not config.shared_prefix:
+        return 0.0
+    prefix = workload.shared_prefix_tokens * model.kv_bytes_per_token() * KV_FORMAT_RATIO[config.kv_format]
+    return prefix / positive("link_bandwidth", link_bandwidth)
+
+
 def evaluate(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD,
              kv_budget_bytes: float = example.KV_BUDGET_BYTES, model: ModelSpec = example.MODEL,
-             accelerator: Accelerator = example.ACCELERATOR) -> dict[str, float | bool | str]:
-    """One configuration's checks: KV bytes vs budget, total time vs deadline, GPU-s and joules per good result."""
+             accelerator: Accelerator = example.ACCELERATOR,
+             prefix_link_bandwidth: float | None = None) -> dict[str, float | bool | str]:
+    """One configuration's checks: KV bytes vs budget, total time vs deadline, GPU-s and joules per good result.
+
+    ``prefix_link_bandwidth``: None when the cached prefix is already on the device (the chapter's case);
+    otherwise it waits in host memory and is copied over a link of that bandwidth before prefill.
+    """
     positive("kv_budget_bytes", kv_budget_bytes)
     kv = kv_bytes(config, workload, model)
-    prefill = prefill_time(config, workload, model, accelerator)
+    prefill = prefill_time(config, workload, model, accelerator) + prefix_fetch_time(
+        config, workload, model, prefix_link_bandwidth)
     rounds = decode_rounds(config, workload)
     step = round_time(config, workload, model, accelerator)
     total = prefill + rounds * step
@@ -207,7 +222,8 @@ def evaluate_configs(configs: Iterable[ServingConfig] | dict[str, ServingConfig]
                      kv_budget_bytes: float = example.KV_BUDGET_BYTES, deadline_s: float = example.DEADLINE_S,
                      output_tokens: int = example.LONG.output_tokens,
                      workload: Workload = CHAPTER_WORKLOAD,
-                     accelerator: Accelerator = example.ACCELERATOR) -> pd.DataFrame:
+                     accelerator: Accelerator = example.ACCELERATOR,
+                     prefix_link_bandwidth: float | None = None) -> pd.DataFrame:
     """Evaluate configurations (default: the chapter's A-E) for one workload; one row per configuration.
 
     On a card other than the RTX PRO 6000 the times are transferred as ``prefill_time`` and ``round_time``
@@ -223,7 +239,8 @@ def evaluate_configs(configs: Iterable[ServingConfig] | dict[str, ServingConfig]
         if not isinstance(c, ServingConfig):
             raise ValueError(f"configs must hold ServingConfig objects, got {type(c).__name__}")
     wl = replace(workload, deadline_s=deadline_s, output_tokens=output_tokens)
-    rows = {c.name: evaluate(c, wl, kv_budget_bytes, accelerator=accelerator) for c in items}
+    rows = {c.name: evaluate(c, wl, kv_budget_bytes, accelerator=accelerator,
+                             prefix_link_bandwidth=prefix_link_bandwidth) for c in items}
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("config")
 
 
