@@ -63,6 +63,13 @@ _MATH = """(async () => {
           mathjax: !!(window.MathJax && MathJax.version)};
 })()"""
 
+_WIDGETS = """(async () => {
+  const views = document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length;
+  const rendered = () => document.querySelectorAll('.jupyter-widgets.widget-inline-hbox, .jupyter-widgets.widget-box').length;
+  for (let i = 0; i < 50 && rendered() < views; i++) { await new Promise(r => setTimeout(r, 100)); }
+  return {views: views, rendered: rendered()};
+})()"""
+
 _IMAGES = """[...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src.slice(0, 80))"""
 
 _SLIDERS = """(() => {
@@ -98,6 +105,8 @@ def test_page_renders_offline(tab: tuple[Tab, str], page: str) -> None:
     raw = sorted({m.group(0) for m in RAW_TEX.finditer(browser.eval(_VISIBLE_TEXT))})
     assert not raw, f"{page}: raw TeX in the text: {raw[:5]}"
     assert browser.eval(_IMAGES) == [], f"{page}: images that did not load"
+    widgets = browser.eval(_WIDGETS)
+    assert widgets["rendered"] >= widgets["views"], f"{page}: saved widgets not rendered: {widgets}"
     for slider in browser.eval(_SLIDERS):
         assert slider["frames"] >= 2 and slider["before_n"] == 1 and slider["after_n"] == 1, (page, slider)
         assert slider["changed"] and slider["relabelled"], f"{page}: moving the offline slider changed nothing"

@@ -109,7 +109,8 @@ def test_every_explorer_first_knob_changes_the_offline_picture(name: str) -> Non
 def test_assets_are_staged_from_the_pinned_npm_packages(tmp_path: Path) -> None:
     out = sphinx_offline.stage_assets(ROOT / "web" / "node_modules", tmp_path)
     for name in ["mathjax/tex-mml-chtml.js", "mathjax/output/chtml/fonts/woff-v2", "require.js",
-                 "embed-amd.js", "inferlab-frames.js", "inferlab-frames.css"]:
+                 "embed-amd.js", "inferlab-frames.js", "inferlab-frames.css",
+                 *[f"{folder}/1551f4f60c37af51121f.woff2" for folder in sphinx_offline.WIDGET_FONTS]]:
         assert (out / name).exists(), name
     with pytest.raises(ValueError, match="node_modules"):
         sphinx_offline.stage_assets(tmp_path / "nowhere", tmp_path)
@@ -139,9 +140,10 @@ def test_pages_without_widget_views_load_no_widget_manager_and_no_remote_css() -
                Js("_static/require.js"), Js("_static/embed-amd.js"), Js("_static/inferlab-frames.js")]
     css = [Css("https://fonts.example/css?family=X"), Css("inferlab-frames.css")]
     ctx = {"script_files": list(scripts), "css_files": css, "body": "<p>no widgets</p>"}
-    sphinx_offline._offline_assets(ctx, {"require.js", "embed-amd.js"})
+    sphinx_offline._offline_assets(ctx, {"require.js", "embed-amd.js"}, "chapters/x")
     assert [s.filename for s in ctx["script_files"]] == ["_static/inferlab-frames.js"]
     assert [c.filename for c in ctx["css_files"]] == ["inferlab-frames.css"]
     ctx = {"script_files": list(scripts), "css_files": [], "body": "application/vnd.jupyter.widget-view+json"}
-    sphinx_offline._offline_assets(ctx, {"require.js", "embed-amd.js"})
-    assert len(ctx["script_files"]) == 4
+    sphinx_offline._offline_assets(ctx, {"require.js", "embed-amd.js"}, "chapters/x")
+    assert [s.filename for s in ctx["script_files"]][1:4] == ["_static/require.js", None, "_static/embed-amd.js"]
+    assert '"@jupyter-widgets": "../_static/@jupyter-widgets"' in ctx["script_files"][2].attributes["body"]

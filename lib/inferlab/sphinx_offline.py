@@ -21,23 +21,23 @@ from typing import Any
 
 from .widgets import OFFLINE_ENV
 
-#: Files and folders taken from web/node_modules into _static (source glob -> parent folder under _static).
-ASSETS: dict[str, str] = {
-    "mathjax/es5/tex-mml-chtml.js": "mathjax",
-    "mathjax/es5/input": "mathjax",
-    "mathjax/es5/output/chtml": "mathjax/output",
-    "mathjax/es5/ui": "mathjax",
-    "mathjax/es5/a11y": "mathjax",
-    "mathjax/es5/sre": "mathjax",
-    "mathjax/es5/adaptors": "mathjax",
-    "requirejs/require.js": ".",
-    "@jupyter-widgets/html-manager/dist/embed-amd.js": ".",
-    "@jupyter-widgets/html-manager/dist/*.woff2": ".",
-    "@jupyter-widgets/html-manager/dist/*.woff": ".",
-    "@jupyter-widgets/html-manager/dist/*.ttf": ".",
-    "@jupyter-widgets/html-manager/dist/*.eot": ".",
-    "@jupyter-widgets/html-manager/dist/*.svg": ".",
-}
+#: Where the widget manager's bundles look for their fonts: next to the URL require.js gives each of its modules
+#: (``@jupyter-widgets/base`` and ``.../html-manager/dist/libembed-amd``), mapped into ``_static``.
+WIDGET_FONTS = ("@jupyter-widgets", "@jupyter-widgets/html-manager/dist")
+_FONTS = "@jupyter-widgets/html-manager/dist/*."
+#: Files and folders taken from web/node_modules into _static (source glob, parent folder under _static).
+ASSETS: list[tuple[str, str]] = [
+    ("mathjax/es5/tex-mml-chtml.js", "mathjax"),
+    ("mathjax/es5/input", "mathjax"),
+    ("mathjax/es5/output/chtml", "mathjax/output"),
+    ("mathjax/es5/ui", "mathjax"),
+    ("mathjax/es5/a11y", "mathjax"),
+    ("mathjax/es5/sre", "mathjax"),
+    ("mathjax/es5/adaptors", "mathjax"),
+    ("requirejs/require.js", "."),
+    ("@jupyter-widgets/html-manager/dist/embed-amd.js", "."),
+    *[(_FONTS + ext, folder) for ext in ("woff2", "woff", "ttf", "eot", "svg") for folder in WIDGET_FONTS],
+]
 HERE = Path(__file__).resolve().parent
 #: Folders of the repository that the JupyterLite site carries (its notebooks open from there).
 LITE_CONTENTS = ("chapters", "exercises", "data")
@@ -49,7 +49,7 @@ def stage_assets(node_modules: Path, dest: Path) -> Path:
     """Copy ``ASSETS`` from ``node_modules`` into ``dest`` (a static folder); ValueError names what is missing."""
     if not node_modules.is_dir():
         raise ValueError(f"node_modules ({node_modules}) is missing: run `make` (npm ci in web/)")
-    for pattern, target in ASSETS.items():
+    for pattern, target in ASSETS:
         matches = sorted(node_modules.glob(pattern))
         if not matches:
             raise ValueError(f"node_modules lacks {pattern}: run `npm ci` in web/")
@@ -125,15 +125,28 @@ def _dedupe_scripts(context: dict[str, Any]) -> None:
     context["script_files"] = kept
 
 
-def _offline_assets(context: dict[str, Any], widget_files: set[str]) -> None:
-    """Drop stylesheets from other hosts, and the widget manager where the page shows no widget."""
+def _offline_assets(context: dict[str, Any], widget_files: set[str], pagename: str) -> None:
+    """Drop stylesheets from other hosts; drop the widget manager where the page shows no widget, else point
+    require.js at the manager's fonts in ``_static`` (relative to the page)."""
     context["css_files"] = [c for c in context.get("css_files", []) if "://" not in _key(c)[0]]
+    names = {Path(f).name for f in widget_files}
+    scripts = context.get("script_files", [])
     if "application/vnd.jupyter.widget-view+json" not in context.get("body", ""):
-        names = {Path(f).name for f in widget_files}
         context["script_files"] = [
-            s for s in context.get("script_files", [])
+            s for s in scripts
             if Path(_key(s)[0]).name not in names
             and dict(_key(s)[1]).get("type") != "application/vnd.jupyter.widget-state+json"]
+        return
+    # the manager finds its fonts next to the URL require.js gives its module: map that module into _static
+    static = "../" * pagename.count("/") + "_static/"
+    root = WIDGET_FONTS[0]
+    config = type(scripts[0])(None, body=f'require.config({{paths: {{"{root}": "{static}{root}"}}}})')
+    kept = []
+    for script in scripts:
+        kept.append(script)
+        if Path(_key(script)[0]).name == "require.js":
+            kept.append(config)
+    context["script_files"] = kept
 
 
 def try_live_banner(pagename: str) -> str:
@@ -149,7 +162,7 @@ def _page_context(app: Any, pagename: str, templatename: str, context: dict[str,
     _dedupe_scripts(context)
     # pydata-sphinx-theme logs an error for the empty mode it is given; "auto" follows the reader's system
     context["default_mode"] = context.get("default_mode") or "auto"
-    _offline_assets(context, set(app.config.nb_ipywidgets_js))
+    _offline_assets(context, set(app.config.nb_ipywidgets_js), pagename)
     source = Path(app.srcdir) / f"{pagename}.ipynb"
     if doctree is not None and "body" in context and source.exists() \
             and "jupyterlite_sphinx" in app.config.extensions:
