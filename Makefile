@@ -1,4 +1,4 @@
-# Set-up is part of every target: a fresh machine needs only Python 3.11 and make.
+# Set-up is part of every target: a fresh machine needs Python 3.11, make and npm (make test adds Debian chromium).
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
@@ -7,6 +7,9 @@ WEB    := web/node_modules/.installed
 CACHE  := _build/.jupyter_cache
 JOBS   ?= 2
 NOTEBOOKS := $(wildcard chapters/*.ipynb exercises/*.ipynb)
+# the execution cache is keyed on notebook code only: drop it when the library or data changed since
+DROP_STALE_CACHE = @if [ -d $(CACHE) ] && [ -n "$$(find lib data -type f -newer $(CACHE) | head -1)" ]; then \
+	rm -rf $(CACHE); fi
 
 .PHONY: book test unit notebooks outputs-check build-check browser chromium lab bench clean strip
 
@@ -27,9 +30,7 @@ $(TORCH): $(STAMP)
 	touch $(TORCH)
 
 book: $(STAMP) $(WEB)  ## execute every notebook and build the HTML into _build/html
-	@# the execution cache is keyed on notebook text only: drop it when the library or data changed
-	@if [ -d $(CACHE) ] && [ -n "$$(find lib data -type f -newer $(CACHE) | head -1)" ]; then \
-		rm -rf $(CACHE); fi
+	$(DROP_STALE_CACHE)
 	@# an empty cache is filled by nbmake on $(JOBS) cores (conftest.py stores each run), not one notebook at a time
 	@if [ ! -d $(CACHE) ]; then $(PY) -m pytest --nbmake --nbmake-timeout=300 -n $(JOBS) -q $(NOTEBOOKS); fi
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
@@ -49,6 +50,7 @@ outputs-check: $(STAMP)
 
 build-check: $(STAMP) $(WEB)  ## the book from scratch, notebooks from the cache nbmake filled (if any)
 	find _build -mindepth 1 -maxdepth 1 ! -name .jupyter_cache -exec rm -rf {} + 2>/dev/null || true
+	$(DROP_STALE_CACHE)
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 
 # the built book in headless Chromium (Debian package), the JupyterLite site and the widget sweep
