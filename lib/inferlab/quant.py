@@ -334,16 +334,20 @@ def _ggml_format(fmt: str) -> BlockFormat:
     return block_format(one_of("fmt", fmt, GGML_FORMATS))
 
 
+def _blockwise(rows: np.ndarray, codec, width: int, dtype: type, rows_per_chunk: int) -> np.ndarray:
+    """Apply ``codec`` to ``rows`` a chunk at a time (bounded temporaries), into an array of ``width`` columns."""
+    out = np.empty((rows.shape[0], width), dtype)
+    for i in range(0, rows.shape[0], rows_per_chunk):
+        out[i:i + rows_per_chunk] = codec(rows[i:i + rows_per_chunk])
+    return out
+
+
 def quantize(x: np.ndarray, fmt: str) -> np.ndarray:
     """Encode ``x`` (last axis a multiple of the block size) into GGML ``fmt`` blocks: uint8 (..., bytes)."""
     f = _ggml_format(fmt)
     x = _check_values(x, f)
-    blocks = x.reshape(-1, f.block_values)
-    out = np.empty((blocks.shape[0], f.block_bytes), np.uint8)
-    step = max(_CHUNK_VALUES // f.block_values, 1)
-    encode = _CODECS[fmt][0]
-    for i in range(0, blocks.shape[0], step):
-        out[i:i + step] = encode(blocks[i:i + step])
+    out = _blockwise(x.reshape(-1, f.block_values), _CODECS[fmt][0], f.block_bytes, np.uint8,
+                     max(_CHUNK_VALUES // f.block_values, 1))
     return out.reshape(*x.shape[:-1], x.shape[-1] // f.block_values * f.block_bytes)
 
 
@@ -351,12 +355,8 @@ def dequantize(data: np.ndarray, fmt: str) -> np.ndarray:
     """Decode GGML ``fmt`` blocks (uint8, last axis whole blocks) into float32 values (..., n)."""
     f = _ggml_format(fmt)
     data = _check_bytes(data, f)
-    blocks = data.reshape(-1, f.block_bytes)
-    out = np.empty((blocks.shape[0], f.block_values), np.float32)
-    step = max(_CHUNK_VALUES // f.block_values, 1)
-    decode = _CODECS[fmt][1]
-    for i in range(0, blocks.shape[0], step):
-        out[i:i + step] = decode(blocks[i:i + step])
+    out = _blockwise(data.reshape(-1, f.block_bytes), _CODECS[fmt][1], f.block_values, np.float32,
+                     max(_CHUNK_VALUES // f.block_values, 1))
     return out.reshape(*data.shape[:-1], data.shape[-1] // f.block_bytes * f.block_values)
 
 
