@@ -134,3 +134,8 @@ def test_the_install_cell_takes_the_repository_url_from_the_config(tmp_path: Pat
     assert len(nbformat.read(path, as_version=4).cells) == 2 and not install_cell.has_install_cell(path, url)
     with pytest.raises(ValueError, match="url"):
         install_cell.cell_source("git@host:x")
+
+
+@pytest.mark.parametrize("path", install_cell.notebooks(), ids=lambda p: p.name)
+def test_every_notebook_installs_inferlab_where_it_is_missing(path: Path) -> None:
+    assert install_cell.has_install_cell(path, install_cell.repository_url()), "run python -m inferlab.install_cell"
