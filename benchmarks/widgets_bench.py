@@ -10,8 +10,6 @@ all points of an explorer are printed. The target is 50 ms median per update.
 from __future__ import annotations
 
 import argparse
-import importlib
-import pkgutil
 import time
 from typing import Any
 
@@ -22,14 +20,6 @@ from inferlab.plot import to_png
 from inferlab.widgets import knob_values
 
 
-def explorers() -> dict[str, Any]:
-    """Every explorer factory in inferlab.plot, by 'module.name'."""
-    found = {}
-    for info in pkgutil.iter_modules(inferlab.plot.__path__):
-        module = importlib.import_module(f"inferlab.plot.{info.name}")
-        found.update({f"{info.name}.{n}": getattr(module, n) for n in dir(module)
-                      if n.endswith("_explorer") and callable(getattr(module, n))})
-    return found
 
 
 def update_s(explorer: Any, overrides: dict[str, Any], repeat: int) -> float:
@@ -50,7 +40,7 @@ def update_s(explorer: Any, overrides: dict[str, Any], repeat: int) -> float:
 def explorer_latencies(repeat: int = 3, values: int = 8) -> list[dict[str, Any]]:
     """Median and p95 update time (s) of every explorer over the range of all its knobs."""
     rows = []
-    for name, factory in sorted(explorers().items()):
+    for name, factory in sorted(inferlab.plot.explorer_factories().items()):
         ex = factory()
         update_s(ex, {}, 1)  # warm caches (fonts, data files) once, as a reader's first move does
         times = [update_s(ex, {knob: v}, repeat)

@@ -217,3 +217,12 @@ def test_a_prefix_waiting_in_host_memory_is_copied_first() -> None:
     assert (gen4["prefill_s"] - on_device["prefill_s"])["B"] == pytest.approx(2 * fetch5["B"])
     with pytest.raises(ValueError, match="link_bandwidth"):
         sv.evaluate_configs(prefix_link_bandwidth=0.0)
+
+
+def test_goodput_at_one_rate() -> None:
+    t = sv.goodput_at(4.0, deadline_s=6.0, accuracy=0.5)
+    assert list(t.index) == ["one-at-a-time", "chunked"]
+    assert (t["goodput_rps"] <= 0.5 * t["completion_rps"] + 1e-12).all()
+    assert t.loc["chunked", "completion_rps"] > t.loc["one-at-a-time", "completion_rps"]
+    with pytest.raises(ValueError, match="windows"):
+        sv.goodput_at(4.0, windows=0)

@@ -1,8 +1,6 @@
 """Offline sliders: frames of an explorer's first knob behind a plain range input, and the book's assets."""
 
 import base64
-import importlib
-import pkgutil
 import re
 from pathlib import Path
 
@@ -89,18 +87,11 @@ def test_display_emits_frames_and_no_dead_widgets_when_offline(monkeypatch: pyte
     assert "application/vnd.jupyter.widget-view+json" in captured.outputs[0].data
 
 
-def _factories() -> dict:
-    found = {}
-    for info in pkgutil.iter_modules(inferlab.plot.__path__):
-        module = importlib.import_module(f"inferlab.plot.{info.name}")
-        found.update({f"{info.name}.{n}": getattr(module, n) for n in dir(module)
-                      if n.endswith("_explorer") and callable(getattr(module, n))})
-    return found
 
 
-@pytest.mark.parametrize("name", sorted(_factories()))
+@pytest.mark.parametrize("name", sorted(inferlab.plot.explorer_factories()))
 def test_every_explorer_first_knob_changes_the_offline_picture(name: str) -> None:
-    ex = _factories()[name]()
+    ex = inferlab.plot.explorer_factories()[name]()
     frames = FRAME.findall(ex.offline_html(n_frames=2, dpi=30))
     assert len(frames) >= 2 and sum(not hidden for _, hidden, _ in frames) == 1
     assert len({body for _, _, body in frames}) >= 2, "moving the knob must change the picture"

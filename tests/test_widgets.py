@@ -4,8 +4,6 @@ Explorers are found automatically: every function named ``*_explorer`` in a modu
 ``inferlab.plot`` builds one, so a new section's widgets are tested as soon as they exist.
 """
 
-import importlib
-import pkgutil
 
 import ipywidgets as w
 import pytest
@@ -36,17 +34,9 @@ def test_controls_validate() -> None:
     assert isinstance(widgets.log_slider("batch", 0, 8, 16), w.FloatLogSlider)
 
 
-def _explorer_factories() -> dict[str, object]:
-    found = {}
-    for info in pkgutil.iter_modules(inferlab.plot.__path__):
-        module = importlib.import_module(f"inferlab.plot.{info.name}")
-        for name in dir(module):
-            if name.endswith("_explorer") and callable(getattr(module, name)):
-                found[f"{info.name}.{name}"] = getattr(module, name)
-    return found
 
 
-FACTORIES = _explorer_factories()
+FACTORIES = inferlab.plot.explorer_factories()
 
 
 def test_the_8_1_explorers_are_found() -> None:

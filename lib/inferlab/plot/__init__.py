@@ -105,6 +105,19 @@ def deadline_line(ax: Axes, x: float, label: str = "deadline", vertical: bool = 
     line(x, color=COLORS["deadline"], ls="--", lw=1.2, label=label)
 
 
+def explorer_factories() -> dict:
+    """Every ``*_explorer`` factory of the ``inferlab.plot`` submodules, by 'module.name' (tests and benchmarks sweep them)."""
+    import importlib
+    import pkgutil
+
+    found = {}
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        found.update({f"{info.name}.{n}": getattr(module, n) for n in dir(module)
+                      if n.endswith("_explorer") and callable(getattr(module, n))})
+    return found
+
+
 def _register_png_formatter() -> None:
     """Inside IPython, show any Figure returned by a cell as one PNG render (pyplot is never imported)."""
     try:

@@ -100,17 +100,7 @@ def goodput_view(ours: pd.DataFrame, chapter: pd.DataFrame | None = None) -> Fig
 
 def goodput_explorer_view(rate_per_s: float = 4.0, deadline_s: float = 3.0, accuracy: float = 7 / 8) -> Figure:
     """Completion throughput and goodput of both policies at one arrival rate, deadline and accuracy."""
-    rows = []
-    for policy in ("one-at-a-time", "chunked"):
-        per = []
-        for w in range(3):
-            reqs, _ = serving.retrieval_window(rate_per_s, seed=w)
-            per.append(serving.summarize(serving.serve(reqs, policy, deadline_s=deadline_s, correct=accuracy,
-                                                       seed=w)))
-        frame = pd.DataFrame(per)
-        rows.append({"policy": policy, "completion_rps": frame["completion_rps"].median(),
-                     "goodput_rps": frame["goodput_rps"].median()})
-    table = pd.DataFrame(rows).set_index("policy")
+    table = serving.goodput_at(rate_per_s, deadline_s, accuracy)
     fig, ax = new_figure(width=6.0, height=3.0)
     x = np.arange(2)
     ax.bar(x - 0.2, table["completion_rps"], 0.4, color=COLORS["queue"], label="completion throughput")

@@ -11,7 +11,7 @@ from .configs import (CHAPTER_CONFIGS, MEASURED_ON, CHAPTER_WORKLOAD, KV_FORMAT_
                       evaluate_configs, feasible, prefix_fetch_time, tokens_per_round_needed)
 from .load import POLICIES, poisson_requests, serve, trace_requests
 from .metrics import amdahl_derivation, amdahl_speedup, in_system_curve, little_n, observation_window, summarize, task_time, time_average_in_system
-from .sweep import ANSWER_TOKENS, TASK_PROMPT_TOKENS, WRONG_TASK, goodput_sweep, load_table, retrieval_window
+from .sweep import ANSWER_TOKENS, TASK_PROMPT_TOKENS, WRONG_TASK, goodput_at, goodput_sweep, load_table, retrieval_window
 from .rates import decode_rate, efficiency_table, gpu_seconds, prefill_rate, shared_batch_rates
 
 __all__ = [
@@ -19,5 +19,5 @@ __all__ = [
     "evaluate_configs", "feasible", "prefix_fetch_time", "tokens_per_round_needed", "POLICIES", "poisson_requests", "serve", "trace_requests", "amdahl_derivation", "amdahl_speedup",
     "in_system_curve", "little_n", "observation_window", "summarize", "task_time", "time_average_in_system", "decode_rate",
     "efficiency_table", "gpu_seconds", "prefill_rate", "shared_batch_rates", "ANSWER_TOKENS", "TASK_PROMPT_TOKENS",
-    "WRONG_TASK", "goodput_sweep", "load_table", "retrieval_window",
+    "WRONG_TASK", "goodput_at", "goodput_sweep", "load_table", "retrieval_window",
 ]

@@ -21,7 +21,7 @@ from ..scheduler import Request
 from .load import poisson_requests, serve
 from .metrics import summarize
 
-__all__ = ["TASK_PROMPT_TOKENS", "ANSWER_TOKENS", "WRONG_TASK", "retrieval_window", "goodput_sweep", "load_table"]
+__all__ = ["TASK_PROMPT_TOKENS", "ANSWER_TOKENS", "WRONG_TASK", "retrieval_window", "goodput_sweep", "load_table", "goodput_at"]
 
 #: Prompt tokens of the eight tasks: four documents of 128 records, four of 512 (about 20 tokens a record).
 TASK_PROMPT_TOKENS: tuple[int, ...] = (2560,) * 4 + (10_240,) * 4
@@ -81,3 +81,15 @@ def load_table(rates: Iterable[float] = (1, 2, 4, 8, 16), policies: Iterable[str
                          "latency_p95_s": s["latency_p95_s"], "mean_in_system": s["mean_in_system"],
                          "on_time_share": s["on_time"] / s["requests"]})
     return pd.DataFrame(rows).set_index(["arrival_rate_per_s", "policy"])
+
+
+def goodput_at(rate_per_s: float, deadline_s: float = 3.0, accuracy: float = 7 / 8, windows: int = 3,
+               policies: Iterable[str] = ("one-at-a-time", "chunked")) -> pd.DataFrame:
+    """Median completion throughput and goodput per policy at one rate, with answers correct at ``accuracy``."""
+    positive_int("windows", windows)
+    rows = {}
+    for policy in policies:
+        per = pd.DataFrame([summarize(serve(retrieval_window(rate_per_s, seed=w)[0], policy, deadline_s=deadline_s,
+                                            correct=accuracy, seed=w)) for w in range(windows)])
+        rows[policy] = per[["completion_rps", "goodput_rps"]].median()
+    return pd.DataFrame(rows).T.rename_axis("policy")
