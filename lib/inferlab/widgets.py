@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -140,10 +139,8 @@ def _option_label(control: w.ValueWidget, value: Any) -> str:
 def _frame_html(result: Any, dpi: int) -> str:
     """One frame: a Figure as an inline PNG at ``dpi``; anything else as its HTML, Markdown or text."""
     if isinstance(result, Figure):
-        buf = io.BytesIO()
-        result.savefig(buf, format="png", dpi=dpi)
         width = round(result.get_figwidth() * dpi)
-        return f'<img src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}" width="{width}" alt="">'
+        return f'<img src="data:image/png;base64,{base64.b64encode(to_png(result, dpi)).decode()}" width="{width}" alt="">'
     for method in ("_repr_html_",):
         if hasattr(result, method):
             return getattr(result, method)()

@@ -8,12 +8,13 @@ Section-specific drawings live in submodules (``plot.timeline``, ...), each buil
 
 from __future__ import annotations
 
-import io
 import textwrap
 
 import matplotlib as mpl
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+
+from .render import to_png
 
 # Roles, not hues: every section colours the same thing the same way.
 COLORS: dict[str, str] = {
@@ -49,6 +50,7 @@ STYLE: dict[str, object] = {
     "legend.fontsize": 9,
     "legend.frameon": False,
     "font.size": 10,
+    "axes.titley": 1.0,  # a fixed title position: placing it automatically measures every tick label again
 }
 
 
@@ -78,13 +80,6 @@ def _apply_style(ax: Axes) -> None:
     ax.spines[["top", "right"]].set_visible(False)
     ax.grid(True, alpha=0.3)
     ax.set_axisbelow(True)
-
-
-def to_png(fig: Figure) -> bytes:
-    """Render a figure to PNG bytes exactly as laid out (no tight bounding box, so one render pass)."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", pil_kwargs={"compress_level": 1})  # fast zlib: a redraw is not archived
-    return buf.getvalue()
 
 
 def caption(fig: Figure, text: str) -> Figure:

@@ -1,0 +1,82 @@
+"""The redraw renderer (inferlab.plot.render): Matplotlib's picture, faster, with no state left on the figure."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from PIL import Image
+
+from inferlab.plot import new_figure, render, to_png
+
+
+def _pixels(png: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(png)).convert("L"), dtype=int)
+
+
+def _matplotlib_png(fig) -> bytes:
+    buf = io.BytesIO()
+    FigureCanvasAgg(fig).print_figure(buf, format="png")
+    return buf.getvalue()
+
+
+def _figure(title: str = "Time per output token", ylabel: str = "ms"):
+    fig, ax = new_figure()
+    ax.plot([1, 2, 4, 8], [18.3, 9.1, 4.7, 2.5], marker="o", label="measured")
+    ax.set(title=title, xlabel="batch (requests)", ylabel=ylabel)
+    ax.annotate("knee", (4, 4.7), xytext=(5, 10), arrowprops={"arrowstyle": "->"})
+    ax.legend()
+    return fig
+
+
+def test_same_picture_as_matplotlib():
+    fig = _figure()
+    ours, theirs = _pixels(to_png(fig)), _pixels(_matplotlib_png(fig))
+    assert ours.shape == theirs.shape
+    assert np.mean(ours != theirs) < 0.02 and abs(ours.mean() - theirs.mean()) < 0.5
+    # text sits on whole pixels instead of sub-pixel positions: every pixel of ours is matched within one pixel
+    padded = np.pad(theirs, 1, mode="edge")
+    h, w = ours.shape
+    nearest = np.min([np.abs(ours - padded[dy:dy + h, dx:dx + w]) for dy in range(3) for dx in range(3)], axis=0)
+    assert np.mean(nearest > 64) < 0.0005
+
+
+def test_text_changes_show_and_cached_strings_are_drawn_again():
+    first = _pixels(to_png(_figure(title="A")))
+    second = _pixels(to_png(_figure(title="B")))
+    again = _pixels(to_png(_figure(title="A")))
+    assert (first != second).any() and (first == again).all()
+
+
+def test_mutated_font_properties_do_not_reuse_a_stale_bitmap():
+    fig, ax = new_figure()
+    text = ax.set_title("size matters")
+    small = _pixels(to_png(fig))
+    text.get_fontproperties().set_size(22)  # the same object, mutated after its bitmap was cached
+    large = _pixels(to_png(fig))
+    assert (large < 128).sum() > 1.5 * (small < 128).sum()
+
+
+def test_figure_keeps_its_own_canvas_and_dpi_is_honoured():
+    fig = _figure()
+    canvas = fig.canvas
+    png = to_png(fig, dpi=50)
+    assert fig.canvas is canvas
+    assert Image.open(io.BytesIO(png)).size == (round(fig.get_figwidth() * 50), round(fig.get_figheight() * 50))
+
+
+@pytest.mark.parametrize("dpi", [0, -3, float("nan"), float("inf"), "100"])
+def test_bad_dpi_is_refused(dpi):
+    with pytest.raises(ValueError, match="dpi"):
+        to_png(_figure(), dpi=dpi)
+
+
+def test_caches_stay_bounded():
+    for i in range(render._MAX_RENDERERS + 3):
+        fig, ax = new_figure(width=3 + i * 0.1, height=2)
+        ax.set_title(f"figure {i}")
+        to_png(fig)
+    info = render.cache_info()
+    assert info["renderers"] <= render._MAX_RENDERERS and 0 < info["bitmaps"] <= render._MAX_BITMAPS
