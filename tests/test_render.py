@@ -31,8 +31,16 @@ def _figure(title: str = "Time per output token", ylabel: str = "ms"):
     return fig
 
 
-def test_same_picture_as_matplotlib():
-    fig = _figure()
+def _log_figure():
+    fig, ax = new_figure()
+    ax.loglog([1, 16, 256], [1e-3, 1e-1, 10], base=2)
+    ax.set(title=r"Mathtext: $T_{\mathrm{rec}} / T_{\mathrm{fetch}} = \frac{p_h + \mu}{p_h}$", xlabel="batch")
+    return fig
+
+
+@pytest.mark.parametrize("make", [_figure, _log_figure], ids=["text", "mathtext"])
+def test_same_picture_as_matplotlib(make):
+    fig = make()
     ours, theirs = _pixels(to_png(fig)), _pixels(_matplotlib_png(fig))
     assert ours.shape == theirs.shape
     assert np.mean(ours != theirs) < 0.02 and abs(ours.mean() - theirs.mean()) < 0.5

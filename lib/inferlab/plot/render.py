@@ -4,9 +4,9 @@ A slider move draws a new Figure whose text is almost all unchanged (titles, axi
 labels). Matplotlib's Agg backend lays out and rasterizes every string glyph by glyph on every render
 and makes a new renderer per figure, so its text-metrics cache (keyed on the renderer) never hits
 across figures; on the book's 2-core machine text was 60-70 % of a redraw. Here one renderer per
-canvas size is kept, and each distinct (string, font, size, dpi) is rasterized once, with FreeType's
-whole-string layout (the same layout the metrics use), and then blitted. Mathtext (``$...$``) and turned
-text are left to Matplotlib.
+canvas size is kept, and each distinct (string, font, size, dpi) is rasterized once and then blitted:
+plain text with FreeType's whole-string layout (the same layout the metrics use), mathtext (``$...$``,
+e.g. log-axis tick labels) by Matplotlib on a scratch canvas. Turned text is left to Matplotlib.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+import matplotlib as mpl
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg, get_hinting_flag
 from matplotlib.figure import Figure
@@ -27,29 +28,44 @@ _lock = threading.Lock()  # one render at a time: the renderers and the FreeType
 
 
 class _TextCachingRenderer(RendererAgg):
-    """RendererAgg whose plain text comes from a bitmap rasterized once per string and font."""
+    """RendererAgg whose unturned text comes from a coverage bitmap made once per string, font and dpi."""
 
-    _bitmaps: "OrderedDict[tuple, tuple[np.ndarray, float, float, float]]" = OrderedDict()
+    _bitmaps: "OrderedDict[tuple, tuple[np.ndarray, float, float]]" = OrderedDict()
 
     def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):  # noqa: D102 - matplotlib's signature
-        if ismath or angle:  # mathtext, and turned text (y labels: one per axes), as Matplotlib draws them
+        if angle or ismath == "TeX":  # turned text (y labels: one per axes) as Matplotlib draws it
             return super().draw_text(gc, x, y, s, prop, angle, ismath, mtext)
-        flags = get_hinting_flag()
-        key = (s, prop, self.dpi, gc.get_antialiased(), flags)
+        aa = gc.get_antialiased()
+        key = (s, prop, self.dpi, aa, get_hinting_flag(), bool(ismath),
+               mpl.rcParams["mathtext.fontset"], mpl.rcParams["mathtext.default"])
         entry = self._bitmaps.get(key)
         if entry is None:
-            font = self._prepare_font(prop)
-            font.set_text(s, 0, flags=flags)
-            font.draw_glyphs_to_bitmap(antialiased=gc.get_antialiased())
-            xo, yo = font.get_bitmap_offset()
-            entry = (np.array(font.get_image()), font.get_descent() / 64, xo / 64, yo / 64)
-            self._bitmaps[(s, prop.copy(), *key[2:])] = entry  # FontProperties is mutable: keep a copy
+            entry = self._math_bitmap(s, prop, aa) if ismath else self._text_bitmap(s, prop, aa)
+            self._bitmaps[(s, prop.copy(), *key[2:])] = entry  # FontProperties is mutable: key on a copy
             if len(self._bitmaps) > _MAX_BITMAPS:
                 self._bitmaps.popitem(last=False)
-        image, descent, xo, yo = entry
-        # the bitmap's top-left corner, from the baseline origin (x, y) (y counts down), as Matplotlib 3.9 placed it
-        self._renderer.draw_text_image(image, round(x + xo), round(y + yo + descent) + 1, 0, gc)
+        image, left, bottom = entry  # the bitmap's bottom-left corner relative to (x, y); y counts down
+        self._renderer.draw_text_image(image, round(x + left), round(y + bottom), 0, gc)
 
+    def _text_bitmap(self, s: str, prop: Any, aa: bool) -> tuple[np.ndarray, float, float]:
+        """FreeType's whole-string layout (the one the text metrics use), placed as Matplotlib 3.9 placed it."""
+        font = self._prepare_font(prop)
+        font.set_text(s, 0, flags=get_hinting_flag())
+        font.draw_glyphs_to_bitmap(antialiased=aa)
+        xo, yo = font.get_bitmap_offset()
+        return np.array(font.get_image()), xo / 64, (yo + font.get_descent()) / 64 + 1
+
+    def _math_bitmap(self, s: str, prop: Any, aa: bool) -> tuple[np.ndarray, float, float]:
+        """Mathtext drawn by Matplotlib once, in black on a transparent scratch canvas; its alpha is the coverage."""
+        parse = self.mathtext_parser.parse(s, self.dpi, prop, antialiased=aa)
+        margin, up = 2, math.ceil(parse.height) + 2  # room on every side of the origin, whatever the convention
+        scratch = RendererAgg(math.ceil(parse.width) + 2 * margin, 2 * up, self.dpi)
+        ink = scratch.new_gc()
+        ink.set_foreground("black")
+        ink.set_antialiased(aa)
+        scratch.draw_mathtext(ink, margin, up, s, prop, 0)
+        coverage = np.array(np.asarray(scratch.buffer_rgba())[..., 3])
+        return coverage, -margin, up
 
 class _ReusingCanvas(FigureCanvasAgg):
     """An Agg canvas that takes its renderer from a pool keyed by pixel size and dpi."""
