@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import hypothesis.strategies as st
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from inferlab.calibration import prefill_time
@@ -320,3 +320,11 @@ def test_smallest_pool_reaching_a_share_of_the_best() -> None:
         smallest_pool([1], [1], fraction_of_best=0)
     with pytest.raises(ValueError, match="pool_sizes"):
         smallest_pool([1, 2], [1])
+
+
+@given(st.lists(st.integers(0, 3), max_size=40), st.lists(st.integers(0, 3), max_size=40))
+def test_common_prefix_matches_a_token_by_token_scan(a, b):
+    from inferlab.prefix_cache import _common
+
+    naive = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    assert _common(tuple(a), tuple(b)) == naive

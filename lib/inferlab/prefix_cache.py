@@ -273,12 +273,19 @@ class RadixCache:
         return upper
 
 
-def _common(a: tuple[int, ...], b: Sequence[int]) -> int:
+def _common(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    """Length of the common prefix of two tuples: slices compared in C, halving the range to the first mismatch."""
     n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo] and a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 # ---- replaying a trace -----------------------------------------------------------------
@@ -312,22 +319,42 @@ def replay(requests: Sequence, capacity_tokens: int, policy: LRU | ValuePerByte 
     most input - 1 tokens: the last input token always runs, for the logits of the first output
     (SGLang caps the match at input_len - 1). The clock ticks once per request.
     """
-    cache = RadixCache(capacity_tokens, policy)
-    names, inputs, hits, session = [], [], [], []
+    return _replay(_prepared(requests), capacity_tokens, policy)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A request as ``replay`` runs it, its ids checked once (a sweep replays the same trace many times)."""
+
+    name: str
+    input_len: int
+    computed: tuple[int, ...]  # input + output but the last output token
+    hint: float | None
+    session: bool
+
+
+def _prepared(requests: Sequence) -> list[_Prepared]:
+    out = []
     for r in requests:
-        computed = tuple(token_ids(tuple(r.input_ids) + tuple(r.output_ids), "input_ids + output_ids"))[:-1]
         hint = getattr(r, "reuse_hint", None)
         if hint is not None:
             fraction("reuse_hint", hint)
-        m = cache._match(computed[:len(r.input_ids) - 1])  # ids checked once per request, above
+        ids = token_ids(tuple(r.input_ids) + tuple(r.output_ids), "input_ids + output_ids")
+        out.append(_Prepared(r.name, len(r.input_ids), tuple(ids[:-1]), hint, bool(r.session)))
+    return out
+
+
+def _replay(requests: list[_Prepared], capacity_tokens: int, policy: LRU | ValuePerByte | None) -> ReplayResult:
+    cache = RadixCache(capacity_tokens, policy)
+    hits = []
+    for r in requests:
+        m = cache._match(r.computed[:r.input_len - 1])
         cache.lock(m.node)
-        cache._insert(computed, hint, tick=False)
+        cache._insert(r.computed, r.hint, tick=False)
         cache.unlock(m.node)
-        names.append(r.name)
-        inputs.append(len(r.input_ids))
         hits.append(m.length)
-        session.append(bool(r.session))
-    return ReplayResult(names, inputs, hits, session)
+    return ReplayResult([r.name for r in requests], [r.input_len for r in requests], hits,
+                        [r.session for r in requests])
 
 
 def eviction_sweep(requests: Sequence, pool_bytes: Sequence[float], bytes_per_token: float,
@@ -337,12 +364,13 @@ def eviction_sweep(requests: Sequence, pool_bytes: Sequence[float], bytes_per_to
     if not policies:
         raise ValueError("policies must not be empty")
     out: dict[str, list[int]] = {name: [] for name in policies}
+    prepared = _prepared(requests)
     for b in pool_bytes:
         cap = int(positive("pool_bytes", b) // bytes_per_token)
         if cap < 1:
             raise ValueError(f"pool_bytes {b} holds no token")
         for name, make in policies.items():
-            out[name].append(replay(requests, cap, make()).session_hit_tokens)
+            out[name].append(_replay(prepared, cap, make()).session_hit_tokens)
     return out
 
 
