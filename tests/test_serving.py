@@ -86,6 +86,11 @@ def test_amdahl_and_task_time() -> None:
         sv.amdahl_speedup(1.5, 2)
     with pytest.raises(ValueError, match="speedups"):
         sv.task_time({"a": 1.0}, {"b": 2.0})
+    ratio, speedup = sv.amdahl_derivation()  # the derived formula agrees with the numeric one
+    f, sigma = sorted(ratio.free_symbols, key=str)
+    for fv, sv_ in ((0.5, 4), (0.2, 4), (0.9, 10)):
+        assert float(speedup.subs({f: fv, sigma: sv_})) == pytest.approx(sv.amdahl_speedup(fv, sv_))
+        assert float(ratio.subs({f: fv, sigma: sv_})) == pytest.approx(1 / sv.amdahl_speedup(fv, sv_))
 
 
 def test_littles_law_examples_and_simulation() -> None:

@@ -104,8 +104,8 @@ def amdahl_derivation() -> tuple[object, object]:
     import sympy as sp
 
     f, sigma, t = sp.symbols("f sigma T", positive=True)
-    new_time = (1 - f) * t + f * t / sigma
-    return sp.simplify(new_time / t), sp.simplify(t / new_time)
+    ratio = sp.expand(((1 - f) * t + f * t / sigma) / t)  # T cancels: 1 - f + f / sigma
+    return ratio, 1 / ratio
 
 
 def task_time(stages_s: dict[str, float], speedups: dict[str, float] | None = None,
