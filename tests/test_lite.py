@@ -101,7 +101,26 @@ def test_the_lite_site_is_built_with_the_app_and_the_wheel() -> None:
         names = set(zf.namelist())
     ours = {f"inferlab/{p.relative_to(ROOT / 'lib' / 'inferlab')}" for p in (ROOT / "lib" / "inferlab").rglob("*.py")}
     assert ours <= names, f"modules missing from the wheel: {sorted(ours - names)[:5]}"
+    data = {f"inferlab/data/{p.relative_to(ROOT / 'data')}" for p in (ROOT / "data").rglob("*") if p.is_file()}
+    assert data and data <= names, f"data files missing from the wheel: {sorted(data - names)[:5]}"
     assert (LITE / "extensions" / "@jupyterlite" / "pyodide-kernel-extension").is_dir()
+
+
+@pytest.mark.book
+def test_the_wheel_alone_serves_the_data(tmp_path: Path) -> None:
+    """Installed from the wheel, with no checkout around it (as in JupyterLite), inferlab reads its data."""
+    (wheel,) = (LITE / "pypi").glob("inferlab-*-py3-none-any.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(tmp_path / "site")
+    code = ("import sys; from pathlib import Path; import inferlab.datasets as d; "
+            "assert Path(d.__file__).is_relative_to(Path(sys.argv[1])), d.__file__; "
+            "assert d.DATA_DIR == Path(sys.argv[1]) / 'inferlab' / 'data', d.DATA_DIR; "
+            "print(len(d.published('batch_sweep_8_1')))")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "site")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout) > 0
 
 
 @pytest.mark.book

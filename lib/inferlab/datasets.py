@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pandas as pd
 
-DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+
+def _data_dir() -> Path:
+    """``inferlab/data`` inside an installed wheel (JupyterLite, pip), else the checkout's ``data/``."""
+    packaged = Path(__file__).resolve().parent / "data"
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / "data"
+
+
+DATA_DIR = _data_dir()
 
 
 @lru_cache(maxsize=None)

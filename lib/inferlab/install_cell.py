@@ -22,12 +22,9 @@ try:
     import inferlab
 except ImportError:
     import sys
-    if sys.platform == "emscripten":  # JupyterLite: the wheel and data/ ship with the book
-        import shutil
+    if sys.platform == "emscripten":  # JupyterLite: the wheel (data/ inside) ships with the book
         import piplite
         await piplite.install("inferlab")
-        import inferlab.datasets
-        shutil.copytree("../data", inferlab.datasets.DATA_DIR, dirs_exist_ok=True)
     else:  # Colab: the repository with its data/, installed in place
         !git clone --quiet --depth 1 {url} /content/inferlab-book
         %pip install --quiet -e /content/inferlab-book

@@ -65,7 +65,11 @@ def stage_assets(node_modules: Path, dest: Path) -> Path:
 
 
 def build_wheel(project: Path, dest: Path) -> Path:
-    """Build the ``inferlab`` wheel (no dependencies, no network) into ``dest``, from a copy of the project."""
+    """Build the ``inferlab`` wheel (no dependencies, no network) into ``dest``, from a copy of the project.
+
+    The copy puts ``data/`` inside the package (``inferlab/data``, package data in pyproject.toml), so the
+    wheel alone serves ``inferlab.datasets`` where there is no checkout (JupyterLite).
+    """
     import tempfile
 
     shutil.rmtree(dest, ignore_errors=True)
@@ -74,6 +78,7 @@ def build_wheel(project: Path, dest: Path) -> Path:
         shutil.copy2(project / "pyproject.toml", tmp)
         shutil.copytree(project / "lib", Path(tmp) / "lib",
                         ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "book_static"))
+        shutil.copytree(project / "data", Path(tmp) / "lib" / "inferlab" / "data")
         subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
                         "--wheel-dir", str(dest), tmp], check=True)
     (wheel,) = dest.glob("inferlab-*.whl")
