@@ -239,3 +239,17 @@ def test_compute_utilization_rises_with_the_batch():
 def test_time_per_token_never_rises_with_the_batch(b, L, extra):
     t = R.decode_time_per_token(M, ACC, b, L, extra)
     assert R.decode_time_per_token(M, ACC, b + 1, L, extra) <= t * (1 + 1e-12)
+
+
+def test_module_level_solutions_equal_sympys_simplified_ones() -> None:
+    """symbolic solves with simplify=False (no sympy.physics import, ~0.4 s per kernel); the answers are unchanged."""
+    import sympy as sp
+
+    from inferlab import speculative_symbolic as Q
+    from inferlab import symbolic as S
+
+    assert S.B_KV == sp.solve(sp.Eq(S.b_s * S.L_ctx * S.k_tok, S.D_w), S.b_s)[0]
+    assert S.BATCH_CROSSOVER == sp.solve(sp.Eq(S.T_COMPUTE, S.T_MEMORY), S.b_s)[0]
+    assert S.CONTEXT_CROSSOVER == sp.solve(sp.Eq(S.DECODE_FLOPS / S.P_peak, S.L_ctx * S.k_tok / S.beta), S.L_ctx)[0]
+    assert Q.BREAK_EVEN_DRAFT == sp.solve(sp.Eq(Q.ROUND_TIME_PER_TOKEN, Q.T_p), Q.t_d)[0]
+    assert Q.MARGINAL_CONDITION.rhs == sp.solve(sp.Eq((Q.T + Q.dT) / (Q.N + Q.dN), Q.T / Q.N), Q.dT)[0]

@@ -74,11 +74,11 @@ EXPECTED_TOKENS = 1 + sp.Sum(a**j, (j, 1, m))
 #: Time per output token of a round: (verification + drafting) / E[N].
 ROUND_TIME_PER_TOKEN = (T_v + t_d) / EXPECTED_TOKENS
 #: Draft time at which a round ties with plain decode (T_p per token): solve (T_v + t_d)/E[N] = T_p.
-BREAK_EVEN_DRAFT = sp.solve(sp.Eq(ROUND_TIME_PER_TOKEN, T_p), t_d)[0]
+BREAK_EVEN_DRAFT = sp.solve(sp.Eq(ROUND_TIME_PER_TOKEN, T_p), t_d, simplify=False)[0].doit()
 
 T, N = sp.symbols("T N", positive=True)
 dT, dN = sp.Symbol(r"\Delta T", positive=True), sp.Symbol(r"\Delta N", positive=True)
 #: A draft one token longer lowers time per token: (T + dT)/(N + dN) < T/N.
 LONGER_IS_FASTER = sp.StrictLessThan((T + dT) / (N + dN), T / N)
 #: The same, solved for dT: the marginal rule dT < dN * T / N (i.e. dT/dN < T/N).
-MARGINAL_CONDITION = sp.StrictLessThan(dT, sp.solve(sp.Eq((T + dT) / (N + dN), T / N), dT)[0])
+MARGINAL_CONDITION = sp.StrictLessThan(dT, sp.solve(sp.Eq((T + dT) / (N + dN), T / N), dT, simplify=False)[0])

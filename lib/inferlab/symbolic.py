@@ -56,20 +56,20 @@ STEP_READ_BYTES = D_w + b_s * L_ctx * k_tok
 #: Bytes read per output token: d(b, L) = D_w/b + L*k.
 BYTES_PER_OUTPUT_TOKEN = sp.expand(STEP_READ_BYTES / b_s)
 #: The batch at which the KV reads equal the shared weight reads (before rounding up): D_w / (L*k).
-B_KV = sp.solve(sp.Eq(b_s * L_ctx * k_tok, D_w), b_s)[0]
+B_KV = sp.solve(sp.Eq(b_s * L_ctx * k_tok, D_w), b_s, simplify=False)[0]
 
 F_req, P_peak, beta = sp.symbols("F P beta", positive=True)
 #: Compute time and read time of one decode step of b requests.
 T_COMPUTE = b_s * F_req / P_peak
 T_MEMORY = STEP_READ_BYTES / beta
 #: The batch at which compute time equals read time.
-BATCH_CROSSOVER = sp.solve(sp.Eq(T_COMPUTE, T_MEMORY), b_s)[0]
+BATCH_CROSSOVER = sp.solve(sp.Eq(T_COMPUTE, T_MEMORY), b_s, simplify=False)[0]
 
 F_0, F_slope = sp.symbols("F_0 F_1", positive=True)
 #: One request's FLOP per decode token, linear in its context: F(L) = F_0 + F_1*L.
 DECODE_FLOPS = F_0 + F_slope * L_ctx
 #: The context at which one request's compute time equals its KV read time (weights aside).
-CONTEXT_CROSSOVER = sp.solve(sp.Eq(DECODE_FLOPS / P_peak, L_ctx * k_tok / beta), L_ctx)[0]
+CONTEXT_CROSSOVER = sp.cancel(sp.solve(sp.Eq(DECODE_FLOPS / P_peak, L_ctx * k_tok / beta), L_ctx, simplify=False)[0])
 
 # ---- 8.2.2 - 8.2.4 iteration time and causal pairs -----------------------------------------
 c_new, h_cached, i_tok = sp.symbols("c h i", positive=True, integer=True)
