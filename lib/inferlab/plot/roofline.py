@@ -17,7 +17,8 @@ from ..models import MODELS, ModelSpec
 from .._validate import positive
 from ..units import GiB, ms
 from . import COLORS, caption, new_figure
-from .legibility import legible
+from .legibility import MIN_LABEL_PT, PAGE_WIDTH_IN, legible
+from .ticks import decade_ticks
 
 if TYPE_CHECKING:
     from ..widgets import Explorer
@@ -51,7 +52,8 @@ def bytes_per_token_figure(model: ModelSpec, contexts: Sequence[int] = (2048, 81
     return fig
 
 
-def _draw_bytes(ax, model: ModelSpec, contexts: Sequence[int], max_batch: int, mark_batch: int | None) -> None:
+def _draw_bytes(ax, model: ModelSpec, contexts: Sequence[int], max_batch: int, mark_batch: int | None,
+                small: float = 8) -> None:
     dw, k = model.matrix_weight_bytes(), model.kv_bytes_per_token()
     b = _batches(max_batch)
     palette = [COLORS["prefill"], COLORS["decode"], COLORS["kv"], COLORS["highlight"]]
@@ -63,22 +65,23 @@ def _draw_bytes(ax, model: ModelSpec, contexts: Sequence[int], max_batch: int, m
         if mark_batch:
             y = R.bytes_per_output_token(mark_batch, L, dw, k) / GiB
             ax.plot([mark_batch], [y], "o", ms=9, mfc="none", mec=COLORS["deadline"], mew=1.5)
-            ax.annotate(f"{y:.2f} GiB", (mark_batch, y), textcoords="offset points", xytext=(-10, -16), fontsize=8,
+            ax.annotate(f"{y:.2f} GiB", (mark_batch, y), textcoords="offset points", xytext=(-10, -16), fontsize=small,
                         color=COLORS["deadline"])
         bk = R.b_kv(dw, L, k)
         if bk > max_batch:
             continue
         ax.plot([bk], [R.bytes_per_output_token(bk, L, dw, k) / GiB], "D", color=color, ms=6, mec="black")
         ax.annotate(f"b_KV = {bk}", (bk, R.bytes_per_output_token(bk, L, dw, k) / GiB), textcoords="offset points",
-                    xytext=(6, 6), fontsize=8, color=color)
+                    xytext=(6, 6), fontsize=small, color=color)
     ax.plot(b, dw / b / GiB, "--", color=COLORS["weights"], label="shared weights D_w / b")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     _plain_log_axes(ax)
     ax.set_xticks(b[::2], [str(int(x)) for x in b[::2]])  # every other power of two: fewer labels to render
+    decade_ticks(ax)
     ax.set_xlabel("batch b (requests decoding together)")
     ax.set_ylabel("bytes read per output token (GiB)")
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="upper right", fontsize=small)
 
 
 def fast_store_figure(model: ModelSpec, context_tokens: int = 8192, max_batch: int = 256,
@@ -151,7 +154,7 @@ def step_time_figure(model: ModelSpec, accelerator: Accelerator, context_tokens:
 
 
 def _draw_step(ax, model: ModelSpec, accelerator: Accelerator, context_tokens: int, max_batch: int,
-               mark_batch: int | None, mfu: float, mbu: float, separate_weight_store: bool) -> None:
+               mark_batch: int | None, mfu: float, mbu: float, separate_weight_store: bool, small: float = 8) -> None:
     dw, k = model.matrix_weight_bytes(), model.kv_bytes_per_token()
     f = R.decode_flops_per_request(model, context_tokens)
     b = np.unique(np.geomspace(1, max_batch, 80).astype(int))
@@ -182,16 +185,17 @@ def _draw_step(ax, model: ModelSpec, accelerator: Accelerator, context_tokens: i
                         accelerator.hbm_bandwidth, mfu, mbu)
         ax.plot([mark_batch], [t / ms], "o", color=COLORS["deadline"])
         ax.annotate(f"{t / ms:.2f} ms", (mark_batch, t / ms), textcoords="offset points", xytext=(6, -12),
-                    fontsize=8)
+                    fontsize=small)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     _plain_log_axes(ax)
     ticks = _batches(max_batch)[::2]
     ax.set_xticks(ticks, [str(int(x)) for x in ticks])
+    decade_ticks(ax)
     ax.set_xlabel("batch b")
     ax.set_ylabel("time per step (ms)")
     ax.set_title(title)
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="upper left", fontsize=small)
     fig = ax.figure  # room for a two-line title
     fig.subplots_adjust(top=min(fig.subplotpars.top, 1 - 0.6 / fig.get_figheight()))
 
@@ -205,10 +209,14 @@ def draw_weight_reuse(batch: int = 16, context_tokens: int = 2048, bandwidth_sca
     model = MODELS["qwen3-8b"]
     card = ACCELERATORS[accelerator]
     acc = replace(card, hbm_bandwidth=card.hbm_bandwidth * positive("bandwidth_scale", bandwidth_scale))
-    fig, (ax, bx) = new_figure(1, 2, width=8.5, height=3.8)
-    _draw_bytes(ax, model, (int(context_tokens),), 256, int(batch))
-    _draw_step(bx, model, acc, int(context_tokens), 256, int(batch), 1.0, 1.0, False)
-    return legible(fig)
+    width = 8.5
+    small = MIN_LABEL_PT * width / PAGE_WIDTH_IN  # legible once scaled to the page (set here, not found afterwards)
+    fig, (ax, bx) = new_figure(1, 2, width=width, height=3.8)
+    for a in (ax, bx):
+        a.tick_params(labelsize=small)
+    _draw_bytes(ax, model, (int(context_tokens),), 256, int(batch), small)
+    _draw_step(bx, model, acc, int(context_tokens), 256, int(batch), 1.0, 1.0, False, small)
+    return fig
 
 
 # ---- the section's explorers (notebooks display them; tests sweep every ``*_explorer``) ----

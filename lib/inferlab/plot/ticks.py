@@ -1,0 +1,57 @@
+"""Tick locators that make only the ticks a reader sees.
+
+A redraw pays for every Tick object an axis makes (five artists each, about 2 ms on the book's
+2-core machine), including the ones Matplotlib's locators place just outside the view and never
+draw. ``InView`` drops those; ``few_ticks`` puts at most a handful of round ticks on linear axes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.ticker import Locator, LogLocator, MaxNLocator, NullLocator
+
+from .._validate import positive_int
+
+__all__ = ["InView", "few_ticks", "decade_ticks"]
+
+
+class InView(Locator):
+    """Wraps a locator and keeps only its ticks inside the axis' view interval."""
+
+    def __init__(self, inner: Locator) -> None:
+        if not isinstance(inner, Locator):
+            raise ValueError(f"inner must be a matplotlib Locator, got {inner!r}")
+        self.inner = inner
+
+    def set_axis(self, axis) -> None:  # noqa: D102 - matplotlib's signature
+        super().set_axis(axis)
+        self.inner.set_axis(axis)
+
+    def tick_values(self, vmin: float, vmax: float) -> np.ndarray:
+        """The inner locator's ticks between ``vmin`` and ``vmax`` (data units), ends included."""
+        ticks = np.asarray(self.inner.tick_values(vmin, vmax), dtype=float)
+        lo, hi = min(vmin, vmax), max(vmin, vmax)
+        slack = 1e-9 * max(abs(lo), abs(hi), 1e-300)
+        return ticks[(ticks >= lo - slack) & (ticks <= hi + slack)]
+
+    def __call__(self) -> np.ndarray:
+        return self.tick_values(*self.axis.get_view_interval())
+
+
+def few_ticks(ax: Axes, x: int | None = 5, y: int | None = 5, integer: bool = False) -> None:
+    """At most ``x`` + 1 and ``y`` + 1 round major ticks, all inside the view, on linear axes (None leaves one alone)."""
+    for n, axis in ((x, ax.xaxis), (y, ax.yaxis)):
+        if n is not None:
+            axis.set_major_locator(InView(MaxNLocator(nbins=positive_int("x and y", n), integer=integer)))
+
+
+def decade_ticks(ax: Axes, which: str = "y") -> None:
+    """Major ticks at the powers of ten inside the view of a log axis, no minor ticks ('x', 'y' or 'both')."""
+    if which not in ("x", "y", "both"):
+        raise ValueError(f"which must be 'x', 'y' or 'both', got {which!r}")
+    for name in ("x", "y") if which == "both" else (which,):
+        axis = getattr(ax, f"{name}axis")
+        axis.set_major_locator(InView(LogLocator(base=10.0, subs=(1.0,))))
+        axis.set_minor_locator(NullLocator())
+

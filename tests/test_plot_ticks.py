@@ -1,0 +1,48 @@
+"""Tick locators of the redraws: only ticks inside the view are made, and few of them."""
+
+import numpy as np
+import pytest
+from matplotlib.ticker import MaxNLocator
+
+from inferlab.plot import new_figure, to_png
+from inferlab.plot.ticks import InView, decade_ticks, few_ticks
+
+
+def test_in_view_drops_the_ticks_a_locator_puts_outside_the_view():
+    inner = MaxNLocator(nbins=5)
+    raw = inner.tick_values(0.3, 9.7)
+    assert raw.min() < 0.3 and raw.max() > 9.7  # Matplotlib's own locator overshoots on both sides
+    kept = InView(MaxNLocator(nbins=5)).tick_values(0.3, 9.7)
+    assert kept.tolist() == [t for t in raw.tolist() if 0.3 <= t <= 9.7]
+    assert InView(MaxNLocator(nbins=5)).tick_values(0.0, 10.0).tolist() == [0, 2, 4, 6, 8, 10]  # ends kept
+
+
+def test_few_ticks_makes_only_the_tick_objects_drawn():
+    fig, ax = new_figure()
+    ax.plot([0.3, 97.0], [-1.3, 2.9])
+    few_ticks(ax, x=4, y=3)
+    to_png(fig)
+    for axis, (lo, hi) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        locs = axis.get_majorticklocs()
+        assert len(axis.majorTicks) == len(locs) and ((locs >= lo) & (locs <= hi)).all()
+    assert len(ax.xaxis.get_majorticklocs()) <= 5 and len(ax.yaxis.get_majorticklocs()) <= 4
+
+
+def test_decade_ticks_on_a_log_axis():
+    fig, ax = new_figure()
+    ax.plot([1, 256], [0.03, 47.0])
+    ax.set_yscale("log")
+    decade_ticks(ax)
+    to_png(fig)
+    assert np.allclose(ax.yaxis.get_majorticklocs(), [0.1, 1, 10])
+    assert ax.yaxis.get_minorticklocs().size == 0
+
+
+def test_bad_arguments_are_named():
+    fig, ax = new_figure()
+    with pytest.raises(ValueError, match="x and y"):
+        few_ticks(ax, x=0)
+    with pytest.raises(ValueError, match="which"):
+        decade_ticks(ax, which="z")
+    with pytest.raises(ValueError, match="inner"):
+        InView("auto")
