@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from functools import lru_cache
 
+import numpy as np
+from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
@@ -36,14 +38,38 @@ def _integer_ticks(ax, x: bool = False, y: bool = False) -> None:
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def _slot_row(ax, x0: float, y: float, used: int, size: int, color: str, h: float = 0.6,
-              labels: Sequence[str] = ()) -> None:
-    for i in range(size):
-        ax.add_patch(Rectangle((x0 + i, y), 1, h, facecolor=color if i < used else COLORS["unused"],
-                               edgecolor="white", lw=0.8))
-        if i < min(used, len(labels)) and labels[i]:
-            ax.text(x0 + i + 0.5, y + h / 2, labels[i], ha="center", va="center", fontsize=8, color="white")
-    ax.add_patch(Rectangle((x0, y), size, h, fill=False, edgecolor=_EDGE, lw=1.2))
+class _Slots:
+    """Token slots gathered row by row, then drawn as two collections (slots, block outlines), not one patch each."""
+
+    def __init__(self) -> None:
+        self.cells: list[tuple[float, float, float, str]] = []  # x, y, height, face colour
+        self.blocks: list[tuple[float, float, float, float]] = []  # x, y, width, height
+        self.labels: list[tuple[float, float, str]] = []
+
+    def row(self, x0: float, y: float, used: int, size: int, color: str, h: float = 0.6,
+            labels: Sequence[str] = ()) -> None:
+        """One block of ``size`` slots at (x0, y), the first ``used`` in ``color``, labelled with ``labels``."""
+        self.cells += [(x0 + i, y, h, color if i < used else COLORS["unused"]) for i in range(size)]
+        self.blocks.append((x0, y, size, h))
+        self.labels += [(x0 + i + 0.5, y + h / 2, t) for i, t in enumerate(labels[:used]) if t]
+
+    def draw(self, ax) -> None:
+        """Add the slots (white gaps between them), the block outlines and the slot labels to ``ax``."""
+        if self.cells:
+            x, y, h = (np.array([c[k] for c in self.cells], float) for k in range(3))
+            ax.add_collection(PolyCollection(_boxes(x, y, np.ones_like(x), h), facecolors=[c[3] for c in self.cells],
+                                             edgecolors="white", linewidths=0.8), autolim=False)
+            bx, by, bw, bh = np.array(self.blocks, float).T
+            ax.add_collection(PolyCollection(_boxes(bx, by, bw, bh), facecolors="none", edgecolors=_EDGE,
+                                             linewidths=1.2), autolim=False)
+        for x, y, t in self.labels:
+            ax.text(x, y, t, ha="center", va="center", fontsize=8, color="white")
+
+
+def _boxes(x: np.ndarray, y: np.ndarray, w: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """Corners (n, 4, 2) of the rectangles with lower-left (x, y), width w and height h."""
+    return np.stack([np.stack([x, y], -1), np.stack([x + w, y], -1), np.stack([x + w, y + h], -1),
+                     np.stack([x, y + h], -1)], 1)
 
 
 def _bare(ax) -> None:
@@ -59,18 +85,20 @@ def draw_slots(lengths: Sequence[int], names: Sequence[str], max_tokens: int | N
     width = max(max_tokens or 0, max(-(-n // (block_size or 1)) * (block_size or 1) for n in lengths))
     fig, ax = new_figure(width=7, height=0.55 * rows + 1.0)
     allocated = 0
+    slots = _Slots()
     for r, (n, name) in enumerate(zip(lengths, names)):
         y = rows - 1 - r
         if block_size:
             blocks = -(-n // block_size)
             for b in range(blocks):
-                _slot_row(ax, b * block_size + 0.15 * b, y, min(block_size, n - b * block_size), block_size,
+                slots.row(b * block_size + 0.15 * b, y, min(block_size, n - b * block_size), block_size,
                           COLORS["prefill"])
             allocated += blocks * block_size
         else:
-            _slot_row(ax, 0, y, n, max_tokens, COLORS["prefill"])
+            slots.row(0, y, n, max_tokens, COLORS["prefill"])
             allocated += max_tokens
         ax.text(-0.6, y + 0.3, f"{name} ({n})", ha="right", va="center", fontsize=9)
+    slots.draw(ax)
     ax.set_xlim(-6, width + width * 0.15 / max(block_size or width, 1) + 1)
     ax.set_ylim(-0.6, rows)
     _bare(ax)
@@ -123,16 +151,17 @@ def _draw_pool_on(ax, state: PoolState, seq_ids: Sequence[Hashable], title: str,
     def color(b: int) -> str:
         return COLORS["shared"] if state.ref_counts[b] > 1 else COLORS["private"]
 
+    slots = _Slots()
     for b in range(n_phys):
         x = pos[b]
         if b in state.free:
-            _slot_row(ax, x, 0, 0, p, COLORS["free"])
+            slots.row(x, 0, 0, p, COLORS["free"])
             label = "free"
         elif b in state.draining:
-            _slot_row(ax, x, 0, len(state.contents[b]), p, COLORS["queue"], labels=lab(state.contents[b]))
+            slots.row(x, 0, len(state.contents[b]), p, COLORS["queue"], labels=lab(state.contents[b]))
             label = "draining"
         else:
-            _slot_row(ax, x, 0, len(state.contents[b]), p, color(b), labels=lab(state.contents[b]))
+            slots.row(x, 0, len(state.contents[b]), p, color(b), labels=lab(state.contents[b]))
             label = f"ref {state.ref_counts[b]}"
         ax.text(x + p / 2, -0.35, f"#{b}\n{label}", ha="center", va="top", fontsize=8)
     ax.text(-0.8, 0.3, "physical", ha="right", va="center", fontsize=9)
@@ -142,10 +171,11 @@ def _draw_pool_on(ax, state: PoolState, seq_ids: Sequence[Hashable], title: str,
         for i, b in enumerate(table):
             x = i * (p + gap)
             used = min(p, n - i * p)
-            _slot_row(ax, x, y, used, p, color(b), labels=lab(state.contents[b][:used]))
+            slots.row(x, y, used, p, color(b), labels=lab(state.contents[b][:used]))
             ax.annotate("", xy=(pos[b] + p / 2, 0.62), xytext=(x + p / 2, y - 0.02),
                         arrowprops=dict(arrowstyle="->", color="#888888", lw=0.7, alpha=0.8))
         ax.text(-0.8, y + 0.3, f"{(names or {}).get(s, s)}: {list(table)}", ha="right", va="center", fontsize=8)
+    slots.draw(ax)
     x_lo, x_hi, y_lo, _ = _pool_extent(state, seq_ids)
     ax.set_xlim(x_lo, x_hi)
     ax.set_ylim(y_lo, 2.2 + 1.1 * max(len(seq_ids), 1))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from .. import kv_compression as kc
 from .. import offload as off
@@ -23,6 +26,14 @@ META_COLOR = COLORS["kv"]  # orange: scales and minimums (as the chapter's Figur
 NET_COLOR = COLORS["decode"]  # green: memory handed back
 DECODE_STEP_S = 26.26e-3  # experiment 8-1, batch 1, 2K context
 BUFFER_COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]
+
+
+def _few_ticks(ax: Axes, x: int = 0, y: int = 0) -> None:
+    """At most about ``x`` / ``y`` major ticks (0: leave the axis alone): each tick is five artists to build and draw."""
+    if x:
+        ax.xaxis.set_major_locator(MaxNLocator(x, steps=[1, 2, 2.5, 5, 10]))
+    if y:
+        ax.yaxis.set_major_locator(MaxNLocator(y, steps=[1, 2, 2.5, 5, 10]))
 
 
 def weight_like(n: int, seed: int = 0, kind: str = "normal") -> np.ndarray:
@@ -113,19 +124,21 @@ def weight_fit_view(context_tokens: int = 8192, reserved_gib: float = 8.0) -> Fi
     m2, big = ACCELERATORS["m2-max"], MODELS["qwen3-235b-a22b"]
     fig, ax = new_figure(width=7.0, height=2.8)
     fig.subplots_adjust(left=1.25 / 7.0, bottom=0.95 / 2.8)
-    for i, (name, size) in enumerate(sizes.items()):
-        fit = kc.weight_file_fit(size, m2.memory_bytes, reserved_gib * GiB, big, context_tokens)
-        kv = fit.kv_bytes_per_request
-        ax.barh(i, size / GiB, color=COLORS["weights"], label="weight file" if i == 0 else None)
-        ax.barh(i, kv / GiB, left=size / GiB, color=META_COLOR, alpha=0.8,
-                label="KV of one request" if i == 0 else None)
-        verdict = "request fits" if fit.left_bytes >= kv else "no room"
-        ax.text((size + kv) / GiB + 0.3, i, f"{verdict}\n{fit.left_bytes / GiB:+.2f} GiB left by the file",
+    fits = [kc.weight_file_fit(size, m2.memory_bytes, reserved_gib * GiB, big, context_tokens) for size in sizes.values()]
+    file_gib = np.array(list(sizes.values())) / GiB
+    kv_gib = np.array([f.kv_bytes_per_request for f in fits]) / GiB
+    ys = np.arange(len(sizes))
+    ax.barh(ys, file_gib, color=COLORS["weights"], label="weight file")
+    ax.barh(ys, kv_gib, left=file_gib, color=META_COLOR, alpha=0.8, label="KV of one request")
+    for i, fit in enumerate(fits):
+        verdict = "request fits" if fit.left_bytes >= fit.kv_bytes_per_request else "no room"
+        ax.text(file_gib[i] + kv_gib[i] + 0.3, i, f"{verdict}\n{fit.left_bytes / GiB:+.2f} GiB left by the file",
                 va="center", fontsize=9)
-        avail = fit.available_bytes / GiB
+    avail = fits[-1].available_bytes / GiB
     ax.axvline(avail, color=COLORS["deadline"], ls="--", lw=1.2, label=f"available {avail:.2f} GiB")
-    ax.set_yticks([0, 1], list(sizes))
-    ax.set_xlim(60, max(avail, max(sizes.values()) / GiB) + 18)
+    ax.set_yticks(ys, list(sizes))
+    ax.set_xlim(60, max(avail, file_gib.max()) + 18)
+    _few_ticks(ax, x=5)
     ax.set_xlabel("GiB")
     ax.legend(loc="upper center", bbox_to_anchor=(0.45, -0.3), ncols=3)
     return fig
@@ -182,7 +195,7 @@ def kv_format_view(context_tokens: int = 8192, fmt: str = "q8_0", conversion_ms:
         a.text(i, s / MiB, f"{s / MiB:,.0f}", ha="center", va="bottom", fontsize=9)
     a.set_ylabel("KV of one context (MiB)")
     a.set_title(f"{context_tokens:,}-token context")
-    conv = np.linspace(0, 1.0, 101) * ms
+    conv = np.array([0.0, 1.0]) * ms  # the saving falls linearly with T_conv: its two ends draw the line
     saved = np.array([kc.read_saving(bf16 - target, beta, c) for c in conv])
     b.plot(conv / ms, saved / ms, color=CODE_COLOR)
     b.axhline(0, color="#555555", lw=0.8)
@@ -193,6 +206,9 @@ def kv_format_view(context_tokens: int = 8192, fmt: str = "q8_0", conversion_ms:
     b.set_xlabel("conversion time T_conv (ms)")
     b.set_ylabel("net time saved (ms)")
     b.set_title(f"bf16 -> {fmt} at {beta / 1e12:.2f} TB/s")
+    _few_ticks(a, y=4)
+    b.set_xticks([0, 0.5, 1])
+    _few_ticks(b, y=4)
     return fig
 
 
@@ -350,16 +366,15 @@ def draw_task_grids(grids: dict[str, pd.DataFrame], column: str = "run", panel_w
     fig, axes = new_figure(1, len(grids), width=panel_width * len(grids) + 0.6, height=3.6)
     axes = axes if isinstance(axes, list) else [axes]
     for ax, (title, g) in zip(axes, grids.items()):
-        g = g.sort_values(["task", column])
         cols = sorted(g[column].unique(), key=str)
-        for _, r in g.iterrows():
-            x = cols.index(r[column])
-            if r.correct:
-                ax.plot(x, r.task, "o", mfc="none", mec=NET_COLOR, ms=9, mew=1.8)
-            else:
-                ax.plot(x, r.task, "x", color=META_COLOR, ms=9, mew=2)
+        x = g[column].map({c: i for i, c in enumerate(cols)}).to_numpy()
+        right = g.correct.to_numpy(bool)
+        task = g.task.to_numpy()
+        # one line of markers per outcome, not one artist per cell
+        ax.plot(x[right], task[right], "o", ls="none", mfc="none", mec=NET_COLOR, ms=9, mew=1.8)
+        ax.plot(x[~right], task[~right], "x", ls="none", color=META_COLOR, ms=9, mew=2)
         ax.set_xticks(range(len(cols)), [str(c) for c in cols], fontsize=8)
-        ax.set_yticks(range(1, 9))
+        ax.set_yticks(range(1, 9) if ax is axes[0] else [])  # the rows line up: task numbers once, on the left
         ax.set_ylim(8.6, 0.4)
         ax.set_xlim(-0.6, len(cols) - 0.4)
         ax.set_title(f"{title}\n{int(g.correct.sum())}/{len(g)} correct", fontsize=9)
@@ -377,16 +392,20 @@ def chapter_grids() -> dict[str, pd.DataFrame]:
     return {c: g[g.config == c] for c in ("BF16 KV", "FP8 KV + BF16 Q")}
 
 
-def retrieval_view(kv: str = "q4_0", q: str = "bf16", records: str = "all") -> Figure:
-    """Our retrieval grid for one KV format and query precision, beside BF16 KV with a BF16 query."""
+@lru_cache(maxsize=32)
+def _retrieval_grid(kv: str, q: str, records: str) -> pd.DataFrame:
+    """``retrieval.run_grid`` of the chapter-like documents (all, or those named ``records``...) for bf16 and kv, q."""
     docs = retrieval.chapter_like_documents(0)
     if records != "all":
         docs = [d for d in docs if d.name.startswith(records)]
-    grid = retrieval.run_grid(docs, 4, sorted({"bf16", kv}), sorted({"bf16", q}))
+    return retrieval.run_grid(docs, 4, sorted({"bf16", kv}), sorted({"bf16", q}))
+
+
+def retrieval_view(kv: str = "q4_0", q: str = "bf16", records: str = "all") -> Figure:
+    """Our retrieval grid for one KV format and query precision, beside BF16 KV with a BF16 query."""
+    grid = _retrieval_grid(kv, q, records)  # a slider move back to a setting already seen reruns nothing
     base = grid[(grid.kv == "bf16") & (grid.q == "bf16")]
     this = grid[(grid.kv == kv) & (grid.q == q)]
-    if records != "all":
-        base, this = base.assign(task=base.task), this.assign(task=this.task)
     return draw_task_grids({"BF16 KV, BF16 Q": base, f"{kv} KV, {q} Q": this})
 
 
