@@ -9,9 +9,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
+from matplotlib.collections import PolyCollection
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
@@ -21,7 +23,8 @@ from ..iteration import FITTED_COST, IterationCost
 from ..scheduler import Schedule, run_example
 from ..units import ms
 from . import COLORS, caption, new_figure
-from .legibility import legible
+from .legibility import MIN_LABEL_PT, PAGE_WIDTH_IN, legible
+from .ticks import few_ticks
 
 if TYPE_CHECKING:
     from ..widgets import Explorer
@@ -50,24 +53,25 @@ def gantt(schedule: Schedule, xmax_s: float | None = None, title: str | None = N
     fig, ax = new_figure(width=width, height=0.55 * len(names) + 1.9)
     _margins(fig, 0.75 if figure_caption else 0.45, 1.0)
     row = {name: i for i, name in enumerate(names)}
-    for kind in ("prefill", "decode"):
-        spans: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
-        for it in schedule.iterations:
-            for w in it.work:
-                if w.kind == kind:
-                    spans[w.request.name].append((it.start_s / ms, it.duration_s / ms))
-        for name, bars in spans.items():
-            if bars:
-                ax.broken_barh(bars, (row[name] - _BAR_HEIGHT / 2, _BAR_HEIGHT), facecolors=COLORS[kind],
-                               edgecolors="white", linewidth=0.8)
-    for name, s in schedule.served.items():
-        ax.plot(s.request.arrival_s / ms, row[name] - _BAR_HEIGHT / 2 - 0.08, marker="v", color="black",
-                markersize=7, linestyle="none", clip_on=False)
+    # one collection for every bar (start, duration, row, colour): one artist to lay out, not one per request
+    bars = [(it.start_s, it.duration_s, row[w.request.name], COLORS[w.kind])
+            for it in schedule.iterations for w in it.work if w.kind in ("prefill", "decode")]
+    if bars:
+        start, length, y, colors = (np.array(v) for v in zip(*bars))
+        x0, x1 = start / ms, (start + length) / ms
+        y0, y1 = y - _BAR_HEIGHT / 2, y + _BAR_HEIGHT / 2
+        verts = np.stack([np.column_stack(c) for c in ((x0, y0), (x0, y1), (x1, y1), (x1, y0))], axis=1)
+        ax.add_collection(PolyCollection(verts, facecolors=colors, edgecolors="white", linewidths=0.8),
+                          autolim=False)
+    arrivals = np.array([s.request.arrival_s for s in schedule.served.values()]) / ms
+    ax.plot(arrivals, np.arange(len(names)) - _BAR_HEIGHT / 2 - 0.08, marker="v", color="black", markersize=7,
+            linestyle="none", clip_on=False)
     ax.set_yticks(range(len(names)), names)
     ax.set_ylim(len(names) - 0.5, -0.75)
     ax.set_xlim(0, (xmax_s if xmax_s is not None else schedule.makespan_s * 1.02) / ms)
     ax.set_xlabel("time (ms)")
     ax.grid(axis="y", visible=False)
+    few_ticks(ax, x=6, y=None)
     handles = [Patch(color=COLORS["prefill"], label="prefill"), Patch(color=COLORS["decode"], label="decode"),
                ax.plot([], [], "v", color="black", label="arrival")[0]]
     fig.legend(handles=handles, loc="lower center", ncols=3)
@@ -126,33 +130,38 @@ def chunk_time_figure(chunk_tokens: int = 512, history_tokens: int = 7680, cost:
     hs = np.linspace(0, max(max_history, history_tokens), 65).astype(int)
     fixed, per_token, per_pair = cost.fixed_s, cost.per_token_s, cost.per_pair_s
     total = np.array([cost.of(c, int(h)) for h in hs]) / ms
-    fig, (ax, bx) = new_figure(1, 2, width=8.5, height=3.2)
+    width = 8.5
+    small = MIN_LABEL_PT * width / PAGE_WIDTH_IN  # the smallest text, legible once scaled to the page
+    fig, (ax, bx) = new_figure(1, 2, width=width, height=3.2)
     ax.plot(hs, total, color=COLORS["prefill"], label="fitted cost of the chunk's iteration")
     ax.axhline((fixed + per_token * c) / ms, color=COLORS["weights"], ls="--", lw=1,
                label="without attention pairs")
     here = cost.of(c, history_tokens) / ms
     ax.plot([history_tokens], [here], "o", color=COLORS["highlight"])
-    ax.annotate(f"{here:.1f} ms", (history_tokens, here), textcoords="offset points", xytext=(6, -12), fontsize=8)
+    ax.annotate(f"{here:.1f} ms", (history_tokens, here), textcoords="offset points", xytext=(6, -12), fontsize=small)
     ax.set_xlabel("history h (tokens already cached)")
     ax.set_ylabel("iteration time (ms)")
     ax.set_ylim(0, total.max() * 1.35)
     ax.set_title(f"a chunk of {c} tokens against its history")
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="upper left", fontsize=small)
+    few_ticks(ax, x=4, y=4)
     pairs_rect = c * history_tokens * per_pair / ms
     pairs_tri = c * (c + 1) / 2 * per_pair / ms
     parts = {"fixed": fixed / ms, "per token": per_token * c / ms, "pairs c*h": pairs_rect,
              "pairs c(c+1)/2": pairs_tri}
-    colors = [COLORS["weights"], COLORS["accent"], COLORS["prefill"], COLORS["decode"]]
-    left = 0.0
-    for (label, value), color in zip(parts.items(), colors):
-        bx.barh([0], [value], height=0.8, left=left, color=color, label=f"{label}: {value:.1f} ms")
-        left += value
+    values = np.array(list(parts.values()))
+    bx.barh(np.zeros(len(parts)), values, height=0.8, left=np.cumsum(values) - values,
+            color=[COLORS["weights"], COLORS["accent"], COLORS["prefill"], COLORS["decode"]],
+            label=[f"{label}: {value:.1f} ms" for label, value in parts.items()])
     bx.set_yticks([])
     bx.set_ylim(-0.6, 2.2)
     bx.set_xlabel("ms")
     bx.set_title(f"one chunk: c = {c}, h = {history_tokens}")
-    bx.legend(loc="upper left", fontsize=8)
-    return legible(fig)
+    bx.legend(loc="upper left", fontsize=small)
+    few_ticks(bx, x=4, y=None)
+    for a in (ax, bx):
+        a.tick_params(labelsize=small)
+    return fig
 
 
 def draw_chunk(chunk_tokens: int = 512, history_tokens: int = 7680) -> Figure:
@@ -189,7 +198,9 @@ def padding_figure(buckets: Iterable[int], max_rows: int | None = None) -> Figur
     sizes = shapes.normalize(buckets)
     top = max_rows or sizes[-1] + max(4, sizes[-1] // 8)
     rows = np.arange(1, top + 1)
-    padded = np.array([shapes.padded_rows(int(r), sizes) for r in rows])
+    # shapes.padded_rows for every row at once: the smallest captured size >= rows, or rows past the largest
+    at = np.searchsorted(sizes, rows)
+    padded = np.where(at < len(sizes), np.asarray(sizes)[np.minimum(at, len(sizes) - 1)], rows)
     fig, ax = new_figure(width=7, height=3.2)
     ax.step(rows, padded, where="mid", color=COLORS["prefill"], label="rows computed")
     ax.plot(rows, rows, color="black", lw=0.8, ls=":", label="rows needed")
@@ -199,6 +210,7 @@ def padding_figure(buckets: Iterable[int], max_rows: int | None = None) -> Figur
     ax.set_ylabel("rows computed")
     ax.set_title(f"{len(sizes)} captured sizes; padding {100 * waste:.1f} % of rows up to {sizes[-1]}")
     ax.legend(loc="upper left")
+    few_ticks(ax, x=5, y=4, integer=True)
     return fig
 
 
@@ -212,24 +224,38 @@ def shared_xmax(schedules: Sequence[Schedule]) -> float:
     return 1.02 * max(s.makespan_s for s in schedules)
 
 
+@lru_cache(maxsize=64)
+def _largest_pieces(cost: IterationCost, gap_limit_s: float, decode_contexts: tuple[int, ...],
+                    max_history: int) -> tuple[np.ndarray, np.ndarray]:
+    """History grid (tokens) and the largest piece within the limit at each point (read-only: cached per knobs)."""
+    hs = np.linspace(0, max_history, 49).astype(int)
+    tokens = np.array([chunking.max_chunk_tokens(cost, gap_limit_s, int(h), decode_contexts) for h in hs])
+    hs.flags.writeable = tokens.flags.writeable = False
+    return hs, tokens
+
+
 def budget_rule_figure(gap_limit_s: float = 0.050, history_tokens: int = 4096, decodes: int = 2,
                        decode_context: int = 2048, cost: IterationCost = FITTED_COST,
                        max_history: int = 32768) -> Figure:
     """The two-step rule: a gap limit bounds the iteration; the history then bounds the prompt piece (tokens)."""
-    hs = np.unique(np.concatenate([np.linspace(0, max(max_history, history_tokens), 49).astype(int),
-                                   [history_tokens]]))
     contexts = (decode_context,) * decodes
-    tokens = [chunking.max_chunk_tokens(cost, gap_limit_s, int(h), contexts) for h in hs]
+    grid, pieces = _largest_pieces(cost, gap_limit_s, contexts, max(max_history, history_tokens))
     here = chunking.max_chunk_tokens(cost, gap_limit_s, history_tokens, contexts)
+    at = int(np.searchsorted(grid, history_tokens))
+    if at < grid.size and grid[at] == history_tokens:  # the curve runs through the marked point either way
+        hs, tokens = grid, pieces
+    else:
+        hs, tokens = np.insert(grid, at, history_tokens), np.insert(pieces, at, here)
     fig, ax = new_figure(width=7, height=3.2)
     ax.plot(hs, tokens, color=COLORS["prefill"], label=f"largest piece within {gap_limit_s / ms:.0f} ms")
     ax.plot([history_tokens], [here], "o", color=COLORS["deadline"])
     ax.annotate(f"{here:,} tokens", (history_tokens, here), textcoords="offset points", xytext=(6, 6), fontsize=8)
     ax.set_xlabel("history of the prompt being prefilled (tokens)")
     ax.set_ylabel("new tokens per iteration")
-    ax.set_ylim(0, max(max(tokens), 1) * 1.15)
+    ax.set_ylim(0, max(tokens.max(), 1) * 1.15)
     ax.set_title(f"iteration limit {gap_limit_s / ms:.0f} ms with {decodes} decodes at {decode_context:,} tokens")
     ax.legend(loc="upper right")
+    few_ticks(ax, x=4, y=4, integer=True)
     return fig
 
 
