@@ -68,7 +68,7 @@ def read_saving_symbolic() -> tuple[sp.Eq, sp.Expr]:
     """(Delta T = Delta D / beta_eff - T_conv, the break-even T_conv solved by sympy); symbols of notation.md."""
     dD, beta, T_c, dT = sp.symbols(r"\Delta{D} \beta_{\mathrm{eff}} T_{\mathrm{conv}} \Delta{T}", positive=True)
     eq = sp.Eq(dT, dD / beta - T_c)
-    return eq, sp.solve(eq.rhs, T_c)[0]
+    return eq, sp.solve(eq.rhs, T_c, simplify=False)[0]
 
 
 # ---- linear ITL models and their crossover -----------------------------------------------
@@ -113,7 +113,7 @@ def itl_crossover_symbolic() -> tuple[sp.Eq, sp.Expr]:
     names = r"L \tau_{0\mathrm{B}} \tau_{1\mathrm{B}} \tau_{0\mathrm{F}} \tau_{1\mathrm{F}}"
     L, a1, b1, a2, b2 = sp.symbols(names, positive=True)
     eq = sp.Eq(a1 + b1 * L, a2 + b2 * L)
-    return eq, sp.solve(eq, L)[0]
+    return eq, sp.cancel(sp.solve(eq, L, simplify=False)[0])
 
 
 # ---- does a quantized weight file leave room for KV? ----------------------------------------

@@ -97,6 +97,6 @@ def iteration_time_for(fixed_s: float, per_token_s: float, per_pair_s: float) ->
 def largest_piece(fixed_s: float, per_token_s: float, per_pair_s: float) -> sp.Expr:
     """The positive root c of PIECE_ITERATION_TIME = T_max with fitted coefficients (in h, n_d, L_d, T_max)."""
     expr = PIECE_ITERATION_TIME.subs({t_0: fixed_s, c_tok: per_token_s, c_pair: per_pair_s})
-    roots = sp.solve(sp.Eq(expr, T_max), c_new)
+    roots = sp.solve(sp.Eq(expr, T_max), c_new, simplify=False)
     probe = {T_max: 1.0, h_cached: 0, n_d: 0, L_d: 1}
     return max(roots, key=lambda r: float(sp.re(r.subs(probe))))
