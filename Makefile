@@ -63,8 +63,8 @@ chromium:
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab
 
-bench: $(STAMP) $(WEB)  ## benchmarks/results.md and .csv
-	$(PY) benchmarks/run.py
+bench: $(STAMP) $(WEB)  ## benchmarks/results.md and .csv (with make book / make test from fresh clones: ~15 min)
+	$(PY) benchmarks/run.py --fresh-clone
 
 strip: $(STAMP)  ## remove outputs from every notebook before committing
 	$(VENV)/bin/nbstripout --keep-id $(NOTEBOOKS)
