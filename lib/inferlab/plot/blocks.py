@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
-from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
 from ..cache_value import ContextUpdate, PrefixCost, keep_ratio_threshold, prefix_cost, recompute_to_fetch_ratio
 from ..example import ACCELERATOR, KV_BUDGET_BYTES, MODEL
@@ -27,15 +27,16 @@ from ..units import GB, GiB, MiB, ms
 from ..workloads import agent_workload
 from . import COLORS, caption, deadline_line, new_figure
 from .legibility import MIN_LABEL_PT, PAGE_WIDTH_IN, legible, smallest_label_pt  # noqa: F401 (re-exported)
+from .ticks import InView, few_ticks
 
 _EDGE = "#555555"
 
 
 def _integer_ticks(ax, x: bool = False, y: bool = False) -> None:
     if x:
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(InView(MaxNLocator(integer=True)))
     if y:
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(InView(MaxNLocator(integer=True)))
 
 
 class _Slots:
@@ -237,7 +238,7 @@ def draw_capacity_vs_requests(n_max: int, independent_bytes: float, shared_bytes
                               budget_bytes: float, fit_independent: int, fit_shared: int, figure: str = "") -> Figure:
     """KV of n requests stored independently vs sharing a prefix, against the KV budget, with the fit counts given."""
     fig, ax = new_figure(width=6.5, height=3.2)
-    ns = list(range(1, n_max + 1))
+    ns = [1, n_max]  # both totals are linear in n: their two ends draw the lines
     ax.plot(ns, [n * independent_bytes / GiB for n in ns], color=COLORS["kv"], label="independent")
     ax.plot(ns, [(shared_bytes + n * private_bytes) / GiB for n in ns], color=COLORS["shared"],
             label="shared prefix")
@@ -247,9 +248,10 @@ def draw_capacity_vs_requests(n_max: int, independent_bytes: float, shared_bytes
         ax.text(n, budget_bytes / GiB * (0.05 + 0.12 * i), f" {n} fit", color=c)
     ax.set_xlim(0, n_max)
     ax.set_xlabel("requests")
-    _integer_ticks(ax, x=True)
     ax.set_ylabel("KV to completion (GiB)")
     ax.set_ylim(0, max(budget_bytes / GiB * 1.6, 1))
+    few_ticks(ax, 5, None, integer=True)
+    few_ticks(ax, None, 4)
     ax.legend(loc="upper left")
     return caption(fig, figure) if figure else fig
 
@@ -372,15 +374,13 @@ def draw_snapshot_restore(r: Restore, snapshots: Sequence[int], context_tokens: 
             label=f"recomputed ({r.recomputed_tokens:,} tokens)")
     ax.barh(0, max(context_tokens - r.matched_tokens, 0), left=r.matched_tokens, color=COLORS["unused"], height=0.5,
             label="not matched")
-    for s in snapshots:
-        ax.plot([s], [0.42], "v", color=COLORS["decode"], ms=7)
-    ax.plot([], [], "v", color=COLORS["decode"], label="snapshot")
+    ax.plot(list(snapshots), [0.42] * len(snapshots), "v", color=COLORS["decode"], ms=7, label="snapshot")
     ax.axvline(r.matched_tokens, color=COLORS["deadline"], ls="--", lw=1)
     ax.text(r.matched_tokens, 0.55, f"match {r.matched_tokens:,}", color=COLORS["deadline"], fontsize=8, ha="center")
     ax.set_yticks([])
     ax.set_ylim(-0.5, 1.5)
     ax.set_xlabel("tokens from the start of the sequence")
-    _integer_ticks(ax, x=True)
+    few_ticks(ax, 5, None, integer=True)
     ax.legend(loc="upper left", ncol=2, fontsize=8)
     return caption(fig, figure) if figure else fig
 
@@ -456,7 +456,7 @@ def draw_hybrid_restore(paths: Sequence[HybridRestore], figure: str = "") -> Fig
 def draw_value_vs_hit_probability(costs: dict[str, PrefixCost], p_hit: float, figure: str = "") -> Figure:
     """V_h = p_h (T_rec - T_fetch) - T_maint against p_h, with each break-even point and the chosen p_h."""
     fig, ax = new_figure(width=6.5, height=3.2)
-    ps = [i / 200 for i in range(201)]
+    ps = [0.0, 1.0]  # V_h is linear in p_h: its two ends draw the line
     colors = [COLORS["prefill"], COLORS["kv"], COLORS["decode"], COLORS["accent"]]
     for i, ((label, c), color) in enumerate(zip(costs.items(), colors)):
         ax.plot(ps, [c.value(p) / ms for p in ps], color=color, label=label)
@@ -470,6 +470,7 @@ def draw_value_vs_hit_probability(costs: dict[str, PrefixCost], p_hit: float, fi
     ax.axvline(p_hit, color=COLORS["highlight"], ls=":", lw=1)
     ax.set_xlabel("hit probability $p_h$")
     ax.set_ylabel("$V_h$ (ms)")
+    few_ticks(ax, 5, 5)
     ax.legend(loc="upper left")
     return caption(fig, figure) if figure else fig
 
@@ -500,8 +501,8 @@ def draw_cache_choice(a: PrefixCost, b: PrefixCost, n_b: int, p_a: float, p_b: f
 def draw_keep_or_recompute(lengths: Sequence[int], ratios: dict[str, Sequence[float]],
                            thresholds: dict[str, float], figure: str = "") -> Figure:
     """T_rec / T_fetch against prefix length per link, with the (p_h + mu) / p_h lines above which keeping pays."""
-    fig, ax = new_figure(width=6.5, height=3.4)
-    fig.subplots_adjust(right=1 - 1.55 / 6.5)
+    fig, ax = new_figure(width=6.5, height=3.65)
+    fig.subplots_adjust(right=1 - 1.55 / 6.5, bottom=0.85 / 3.65)
     colors = [COLORS["prefill"], COLORS["kv"], COLORS["decode"], COLORS["accent"]]
     for (label, r), color in zip(ratios.items(), colors):
         ax.plot(lengths, r, color=color, lw=2, label=label)
@@ -512,13 +513,16 @@ def draw_keep_or_recompute(lengths: Sequence[int], ratios: dict[str, Sequence[fl
     ax.set_yscale("log")
     ticks = [n for n in lengths if (n.bit_length() - 1) % 2 == 0]
     ax.set_xticks(ticks, [f"{n // 1024}K" if n >= 1024 else str(n) for n in ticks])
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    # labelled ticks only (1, 2, 3, 5 x 10^k in view); unlabelled minor ticks cost as much as labelled ones
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_locator(InView(FixedLocator([m * 10.0 ** k for k in range(-2, 5) for m in (1, 2, 3, 5)])))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if v in (2, 3, 5, 20, 30, 50) else ""))
+    ax.yaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("prefix length (tokens)")
     ax.set_ylabel(r"$T_{\mathrm{rec}} / T_{\mathrm{fetch}}$")
     ax.set_xlim(lengths[0], lengths[-1])
-    ax.legend(loc="upper left", fontsize=8)
+    # under the axes: the chosen link's line and the keep line can run anywhere inside and beside them
+    fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncols=3, fontsize=8, handlelength=1.5)
     ax.set_title("keeping pays above a dashed line, recomputing below it", fontsize=10)
     return caption(fig, figure) if figure else fig
 
@@ -536,7 +540,7 @@ def draw_hits_vs_pool(pool_bytes: Sequence[float], hits: dict[str, Sequence[int]
         ax.axvline(marker_bytes / GiB, color=COLORS["highlight"], ls=":", lw=1)
     ax.set_xlabel("KV pool (GiB)")
     ax.set_ylabel("session tokens hit")
-    _integer_ticks(ax, y=True)
+    few_ticks(ax, 5, 5, integer=True)
     ax.set_ylim(0, total * 1.12)
     ax.legend(loc="center right")
     return caption(fig, figure) if figure else fig

@@ -20,6 +20,7 @@ from ..models import MODELS
 from ..units import GB, GiB, MiB, ms
 from ..widgets import Explorer, choice, explore, float_slider, int_slider
 from . import COLORS, new_figure
+from .ticks import InView
 
 CODE_COLOR = COLORS["shared"]  # blue: codes
 META_COLOR = COLORS["kv"]  # orange: scales and minimums (as the chapter's Figure 8-23)
@@ -29,11 +30,10 @@ BUFFER_COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]
 
 
 def _few_ticks(ax: Axes, x: int = 0, y: int = 0) -> None:
-    """At most about ``x`` / ``y`` major ticks (0: leave the axis alone): each tick is five artists to build and draw."""
-    if x:
-        ax.xaxis.set_major_locator(MaxNLocator(x, steps=[1, 2, 2.5, 5, 10]))
-    if y:
-        ax.yaxis.set_major_locator(MaxNLocator(y, steps=[1, 2, 2.5, 5, 10]))
+    """About ``x`` / ``y`` round major ticks, all inside the view (0 leaves the axis alone): each tick costs five artists."""
+    for n, axis in ((x, ax.xaxis), (y, ax.yaxis)):
+        if n:
+            axis.set_major_locator(InView(MaxNLocator(n, steps=[1, 2, 2.5, 5, 10])))
 
 
 def weight_like(n: int, seed: int = 0, kind: str = "normal") -> np.ndarray:
