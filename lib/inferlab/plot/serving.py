@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator, ScalarFormatter
+from matplotlib.ticker import LogLocator, NullLocator, ScalarFormatter
 
 from .. import example, serving
 from .._validate import one_of
@@ -14,6 +14,7 @@ from ..hardware import ACCELERATORS, NVLINK_C2C, PCIE_GEN4_X16, PCIE_GEN5_X16
 from ..units import GiB
 from ..widgets import Explorer, choice, explore, float_slider, int_slider, log_slider
 from . import COLORS, caption, deadline_line, new_figure
+from .ticks import InView, few_ticks
 
 #: Where the shared prefix's KV waits before the batch: on the device, or in host memory behind a link.
 PREFIX_LINKS: dict[str, float | None] = {"on device": None, "host, PCIe Gen4 x16": PCIE_GEN4_X16,
@@ -38,6 +39,7 @@ def load_view(records: pd.DataFrame, deadline_s: float, title: str) -> Figure:
     deadline_line(ax1, deadline_s, vertical=False)
     ax1.set(xlabel="scheduled arrival (s)", ylabel="time in system (s)")
     ax1.legend(loc="upper left")
+    few_ticks(ax1, x=5, y=5)
     if served.empty:
         ax2.text(0.5, 0.5, "no request was served", ha="center", va="center", transform=ax2.transAxes)
         return caption(fig, title)
@@ -47,7 +49,8 @@ def load_view(records: pd.DataFrame, deadline_s: float, title: str) -> Figure:
     mean_n = serving.time_average_in_system(records, start, end)
     ax2.axhline(mean_n, color=COLORS["highlight"], ls=":", lw=1.5, label=f"time average {mean_n:.1f}")
     ax2.set(xlabel="time (s)", ylabel="requests in system")
-    ax2.yaxis.set_major_locator(MaxNLocator(integer=True))
+    few_ticks(ax2, x=6, y=None)
+    few_ticks(ax2, x=None, y=5, integer=True)
     ax2.legend(loc="upper left")
     return caption(fig, title)
 
@@ -58,9 +61,11 @@ def arrivals_view(rate_per_s: float = 4.0, kv_budget_gib: float = 12.0, deadline
     reqs = serving.poisson_requests(rate_per_s, 40, example.SHORT.prompt_tokens, 64, seed=7)
     records = serving.serve(reqs, policy, kv_budget_bytes=kv_budget_gib * GiB, deadline_s=deadline_s,
                             admission_control="reject" if admission_control else None)
-    s = serving.summarize(records)
-    title = (f"{rate_per_s:g} requests/s, {POLICY_LABELS[policy]}: {int(s['on_time'])} of 40 on time, "
-             f"mean {s['mean_in_system']:.1f} in the system")
+    # the two numbers of the title, not the whole serving.summarize (percentiles the figure does not show)
+    start, end = serving.observation_window(records)
+    mean_n = serving.time_average_in_system(records, start, end) if end > start else np.nan
+    title = (f"{rate_per_s:g} requests/s, {POLICY_LABELS[policy]}: {int(records['on_time'].sum())} of 40 on time, "
+             f"mean {mean_n:.1f} in the system")
     return load_view(records, deadline_s, title)
 
 
@@ -108,6 +113,7 @@ def goodput_explorer_view(rate_per_s: float = 4.0, deadline_s: float = 3.0, accu
     ax.set_xticks(x, [POLICY_LABELS[p] for p in table.index])
     ax.set_ylabel("requests per second")
     ax.legend(loc="upper left")
+    few_ticks(ax, x=None, y=4)
     return caption(fig, f"{rate_per_s:g} requests/s, deadline {deadline_s:g} s, accuracy {accuracy:.0%}: "
                         "medians of three 16-request windows")
 
@@ -122,14 +128,13 @@ def config_plane_view(table: pd.DataFrame, kv_budget_bytes: float, deadline_s: f
     ax.fill_between([0, budget], 0, deadline_s, color=COLORS["decode"], alpha=0.12, label="fits and on time")
     deadline_line(ax, budget, label="KV budget")
     ax.axhline(deadline_s, color=COLORS["deadline"], ls=":", lw=1.2, label="deadline")
-    for name, row in table.iterrows():
-        ok = row["fits"] and row["on_time"]
-        ax.scatter(row["kv_bytes"] / GiB, row["total_s"], s=50, color=COLORS["decode"] if ok else "#555555",
-                   zorder=3)
-        ax.annotate(name, (row["kv_bytes"] / GiB, row["total_s"]), xytext=(6, 4), textcoords="offset points",
-                    fontsize=10, fontweight="bold")
+    ok = (table["fits"] & table["on_time"]).to_numpy()
+    ax.scatter(gib, table["total_s"], s=50, color=np.where(ok, COLORS["decode"], "#555555"), zorder=3)
+    for name, x, y in zip(table.index, gib, table["total_s"]):
+        ax.annotate(name, (x, y), xytext=(6, 4), textcoords="offset points", fontsize=10, fontweight="bold")
     ax.set(xlim=(0, xmax), ylim=(0, ymax), xlabel="KV and auxiliary buffers (GiB)", ylabel="whole batch done (s)")
     ax.legend(loc="lower right", fontsize=8)
+    few_ticks(ax, x=5, y=5)
     return caption(fig, title)
 
 
@@ -164,9 +169,12 @@ def amdahl_view(fractions: tuple[float, ...] = (0.2, 0.5, 0.8), max_speedup: flo
         ax.plot(s, [serving.amdahl_speedup(f, x) for x in s], color=color, lw=2, label=f"decode share {f:.0%}")
         ax.axhline(1 / (1 - f) if f < 1 else np.nan, color=color, ls=":", lw=1)
     ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(InView(LogLocator(base=2)))
+    ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.set(xlabel="decode speed-up σ", ylabel="whole-task speed-up")
     ax.legend(loc="upper left")
+    few_ticks(ax, x=None, y=5)
     return caption(fig, "Figure 8-36: Amdahl's law; dotted lines are the limits 1/(1-f) as the stage becomes free")
 
 

@@ -15,6 +15,8 @@ from .._validate import positive_int
 
 __all__ = ["InView", "few_ticks", "decade_ticks"]
 
+_STEPS = [1, 2, 2.5, 5, 10]  # Matplotlib's AutoLocator's: 1, 2, 2.5 or 5 times a power of ten
+
 
 class InView(Locator):
     """Wraps a locator and keeps only its ticks inside the axis' view interval."""
@@ -43,7 +45,7 @@ def few_ticks(ax: Axes, x: int | None = 5, y: int | None = 5, integer: bool = Fa
     """At most ``x`` + 1 and ``y`` + 1 round major ticks, all inside the view, on linear axes (None leaves one alone)."""
     for n, axis in ((x, ax.xaxis), (y, ax.yaxis)):
         if n is not None:
-            axis.set_major_locator(InView(MaxNLocator(nbins=positive_int("x and y", n), integer=integer)))
+            axis.set_major_locator(InView(MaxNLocator(nbins=positive_int("x and y", n), steps=_STEPS, integer=integer)))
 
 
 def decade_ticks(ax: Axes, which: str = "y") -> None:
