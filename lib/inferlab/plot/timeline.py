@@ -8,7 +8,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+from matplotlib.collections import PolyCollection
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from .._validate import one_of
 from ..timeline import RequestTimes
@@ -16,7 +19,8 @@ from ..timeline import RequestTimes
 if TYPE_CHECKING:
     from ..widgets import Explorer
 from . import COLORS, REQUEST_COLORS, caption, deadline_line, new_figure
-from .legibility import legible
+from .legibility import MIN_LABEL_PT, PAGE_WIDTH_IN
+from .ticks import few_ticks
 
 
 def iteration_slots(iterations: Sequence[Sequence[str]], title: str = "") -> Figure:
@@ -51,13 +55,15 @@ def request_timeline(
     r: RequestTimes, queue_s: float, deadline_s: float | None = None, title: str = ""
 ) -> Figure:
     """One request on a true time axis: queue (grey), prefill (blue), decode gaps (green), first/last token dots."""
-    fig, ax = new_figure(width=7.5, height=2.2)
+    width = 7.5
+    small = MIN_LABEL_PT * width / PAGE_WIDTH_IN  # the smallest text, legible once scaled to the page
+    fig, ax = new_figure(width=width, height=2.2)
     t0 = r.arrival_s
     first, last = r.token_times_s[0], r.token_times_s[-1]
-    ax.barh(0, queue_s, left=t0, color=COLORS["queue"], label="queue", height=0.5)
-    ax.barh(0, first - t0 - queue_s, left=t0 + queue_s, color=COLORS["prefill"], label="prefill", height=0.5)
     gaps = r.itls_s
-    ax.barh(0, last - first, left=first, color=COLORS["decode"], height=0.5, label=f"decode ({len(gaps)} gaps)")
+    ax.barh(np.zeros(3), [queue_s, first - t0 - queue_s, last - first], left=[t0, t0 + queue_s, first], height=0.5,
+            color=[COLORS["queue"], COLORS["prefill"], COLORS["decode"]],
+            label=["queue", "prefill", f"decode ({len(gaps)} gaps)"])
     if gaps.size:
         stalled = np.flatnonzero(gaps > 1.5 * np.median(gaps))
         if stalled.size:
@@ -72,9 +78,9 @@ def request_timeline(
     ax.set_yticks([])
     ax.set_ylim(-1, 1.3)
     ax.set_xlabel("time since arrival (s)")
-    ax.legend(loc="upper left", ncol=3, fontsize=8)
+    ax.legend(loc="upper left", ncol=3, fontsize=small)
     ax.grid(axis="y", visible=False)
-    legible(fig)
+    few_ticks(ax, x=6, y=None)
     if title:
         caption(fig, title)
     return fig
@@ -86,12 +92,17 @@ def kv_capacity(counts: np.ndarray, kv_bytes: np.ndarray, budget_bytes: float, f
     fig, ax = new_figure(width=6.5, height=3.0)
     y = kv_bytes / unit_bytes
     ok = kv_bytes <= budget_bytes
-    if len(counts) <= 80:  # few enough for one bar per request count
-        ax.bar(counts[ok], y[ok], width=0.85, color=COLORS["kv"], alpha=0.8, label=f"{label}: fits")
-        ax.bar(counts[~ok], y[~ok], width=0.85, color=COLORS["unused"], label="does not fit")
+    fit_color, miss_color = to_rgba(COLORS["kv"], 0.8), to_rgba(COLORS["unused"])
+    if len(counts) <= 80:  # few enough for one bar per request count: one collection, not a patch per bar
+        x0, x1, y0 = counts - 0.425, counts + 0.425, np.zeros_like(y)
+        verts = np.stack([np.column_stack(c) for c in ((x0, y0), (x0, y), (x1, y), (x1, y0))], axis=1)
+        ax.add_collection(PolyCollection(verts, facecolors=np.where(ok[:, None], fit_color, miss_color),
+                                         linewidths=0), autolim=False)
+        bars = [Patch(color=fit_color, label=f"{label}: fits"), Patch(color=miss_color, label="does not fit")]
     else:
         ax.plot(counts[ok], y[ok], color=COLORS["kv"], lw=2, label=f"{label}: fits")
         ax.plot(counts[~ok], y[~ok], color=COLORS["unused"], lw=2, label="does not fit")
+        bars = []
     deadline_line(ax, budget_bytes / unit_bytes, f"KV budget {budget_bytes / unit_bytes:,.0f} {unit}", vertical=False)
     ax.axvline(fits, color="black", lw=0.8, ls=":")
     ax.text(fits, budget_bytes / unit_bytes * 1.03, f" {fits:,} fit", ha="left", va="bottom")
@@ -99,7 +110,8 @@ def kv_capacity(counts: np.ndarray, kv_bytes: np.ndarray, budget_bytes: float, f
     ax.set_ylabel(f"KV allocated ({unit})")
     ax.set_xlim(0, counts.max())
     ax.set_ylim(0, max(y.max(), budget_bytes / unit_bytes) * 1.15)
-    ax.legend(loc="upper left")
+    ax.legend(handles=ax.get_legend_handles_labels()[0] + bars, loc="upper left")
+    few_ticks(ax, x=5, y=5, integer=True)
     if title:
         caption(fig, title)
     return fig
@@ -107,7 +119,9 @@ def kv_capacity(counts: np.ndarray, kv_bytes: np.ndarray, budget_bytes: float, f
 
 def batch_sweep(sweep: pd.DataFrame, batch: int, step_s: float, title: str = "") -> Figure:
     """Published batch sweep (throughput; decode step and client ITL) with the chosen batch's b / T_step marked."""
-    fig, (tput, step) = new_figure(1, 2, width=8, height=3.0)
+    width = 8.0
+    small = MIN_LABEL_PT * width / PAGE_WIDTH_IN  # the smallest text, legible once scaled to the page
+    fig, (tput, step) = new_figure(1, 2, width=width, height=3.0)
     for ax, col, ylabel, scale in ((tput, "throughput_tok_s", "output throughput (tok/s)", 1.0),
                                    (step, "decode_step_s", "decode step / ITL (ms)", 1e3)):
         pts = sweep.dropna(subset=[col])
@@ -118,13 +132,14 @@ def batch_sweep(sweep: pd.DataFrame, batch: int, step_s: float, title: str = "")
         ax.set_xticks([1, 4, 16, 64], ["1", "4", "16", "64"])
         ax.set_xlabel("batch")
         ax.set_ylabel(ylabel)
+        ax.tick_params(labelsize=small)
+        few_ticks(ax, x=None, y=5)
     itl = sweep.dropna(subset=["mean_itl_s"])
     step.plot(itl["batch"], itl["mean_itl_s"] * 1e3, "s", color=COLORS["kv"], label="client mean ITL")
     tput.plot([batch], [batch / step_s], "D", color=COLORS["deadline"], label=f"b / T_step at b = {batch}")
     step.plot([batch], [step_s * 1e3], "D", color=COLORS["deadline"])
     handles = tput.get_legend_handles_labels()[0] + step.get_legend_handles_labels()[0][1:]
-    tput.legend(handles=handles, loc="upper left")
-    legible(fig)
+    tput.legend(handles=handles, loc="upper left", fontsize=small)
     if title:
         caption(fig, title)
     return fig
