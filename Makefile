@@ -37,7 +37,11 @@ book: $(STAMP) $(WEB)  ## execute every notebook and build the HTML into _build/
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 
 # Each notebook executes once: nbmake runs it and stores it in the book's cache (conftest.py), the build reuses it.
-test: $(STAMP) outputs-check unit notebooks build-check browser  ## every test (pytest closes the run)
+# Unit tests and notebooks share one pytest run, so its workers stay busy to the end.
+test: $(STAMP) $(TORCH) $(WEB) outputs-check  ## every test (pytest closes the run)
+	rm -rf $(CACHE)
+	$(PY) -m pytest tests $(NOTEBOOKS) --nbmake --nbmake-timeout=300 -m "not book" -n $(JOBS) -q
+	$(MAKE) --no-print-directory build-check browser
 
 unit: $(STAMP) $(TORCH) $(WEB)
 	$(PY) -m pytest tests -m "not notebook and not book" -n $(JOBS) -q
