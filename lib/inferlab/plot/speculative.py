@@ -18,6 +18,7 @@ from ..speculative_decoder import DecodeResult
 from ..units import ms
 from ..widgets import Explorer, choice, explore, float_slider, int_slider
 from . import COLORS, caption, new_figure
+from .ticks import few_ticks
 
 #: Plain batch-1 2K decode step on the RTX PRO 6000 (experiment 8-1), the verification time of 8.5.2.
 PLAIN_STEP_S = 26.26 * ms
@@ -117,6 +118,7 @@ def round_cost_figure(accept: float = 0.75, drafts: int = 4, lookup_ms: float = 
     ax.axhline(plain / ms, color=COLORS["deadline"], ls=":", label="plain decode 26.26 ms/token")
     ax.set_xlabel("draft query time per round (ms)"), ax.set_ylabel("time per output token (ms)")
     ax.set_xlim(0, 70), ax.set_ylim(0, 80), ax.legend(loc="upper left", fontsize=8)
+    few_ticks(ax, x=5, y=4)
     return caption(fig, "Figure 8-32: four drafts per round, verification 26.26 ms; time per token is the round time "
                         "over E[N]. The curves cross plain decode at 8.7 ms (AAAA) and 53.9 ms (BBBB) of query time; "
                         "squares mark a 0.1 ms lookup.")
@@ -204,7 +206,11 @@ def draft_length_view(accept: float, decay: float, per_draft_ms: float, group: i
     best = int(frame["ms per token"].idxmin())
     ax.plot([best], [frame.loc[best, "ms per token"]], "*", ms=14, color=COLORS["highlight"], label=f"best m = {best}")
     ax.set_xlabel("draft length m"), ax.set_ylabel("ms per output token (each request)")
-    ax.set_xticks(frame.index[::2]), ax.set_ylim(bottom=0), ax.legend(fontsize=8)
+    top = max(frame["ms per token"].max(), frame["plain ms per token"].iloc[0])
+    # headroom for a one-row legend at a fixed place (searching for the 'best' place costs a redraw ~10 ms)
+    ax.set_xticks([1, *frame.index[3::4]]), ax.set_ylim(0, 1.3 * top)
+    ax.legend(fontsize=8, loc="upper center", ncols=3)
+    few_ticks(ax, x=None, y=5)
     ax.set_title(f"batch {batch}: verify rows padded to multiples of {group}", fontsize=10)
     return fig
 
