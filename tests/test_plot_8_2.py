@@ -1,5 +1,6 @@
 """Section 8.2 drawings: every figure and widget callback builds a Figure, also at its controls' extremes."""
 
+import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
@@ -136,3 +137,66 @@ def test_wide_figures_keep_every_label_legible_at_the_page_width():
     for name, fig in figs.items():
         assert smallest_label_pt(fig) >= MIN_LABEL_PT - 1e-9, name
     assert "\n" in figs["weight reuse"].axes[1].get_title()  # the long roofline title wraps instead of being cut
+
+
+@pytest.mark.parametrize(("step", "largest"), [(1, 16), (8, 64), (32, 512), (64, 16), (3, 100)])
+def test_padding_curve_is_the_library_rule_for_every_row(step, largest):
+    from inferlab import shapes
+
+    line = PS.draw_padding(step, largest).axes[0].lines[0]
+    rows, computed = line.get_xdata(), line.get_ydata()
+    sizes = shapes.normalize(shapes.multiples(step, max(largest, step)))
+    assert computed.tolist() == [shapes.padded_rows(int(r), sizes) for r in rows]
+
+
+@pytest.mark.parametrize("history", [0, 4096, 5000, 32768])
+def test_budget_rule_curve_is_the_library_rule_and_runs_through_the_mark(history):
+    from inferlab import chunking
+    from inferlab.iteration import FITTED_COST
+
+    ax = PS.draw_budget_rule(80.0, history, 3).axes[0]
+    curve, mark = ax.lines[0], ax.lines[1]
+    hs, tokens = curve.get_xdata(), curve.get_ydata()
+    assert (np.diff(hs) > 0).all() and history in hs.tolist()
+    assert tokens.tolist() == [chunking.max_chunk_tokens(FITTED_COST, 0.080, int(h), (2048,) * 3) for h in hs]
+    assert mark.get_ydata()[0] == tokens[hs.tolist().index(history)]
+
+
+def test_budget_rule_reuses_the_curve_when_only_the_history_moves():
+    PS._largest_pieces.cache_clear()
+    PS.draw_budget_rule(120.0, 0, 5)
+    PS.draw_budget_rule(120.0, 9000, 5)
+    assert PS._largest_pieces.cache_info().hits == 1
+    from inferlab.iteration import FITTED_COST
+
+    hs, tokens = PS._largest_pieces(FITTED_COST, 0.120, (2048,) * 5, 32768)
+    with pytest.raises(ValueError):
+        tokens[0] = 0  # the cached arrays are read-only
+
+
+def test_chunk_parts_add_up_to_the_iteration_time():
+    from inferlab.iteration import FITTED_COST
+    from inferlab.units import ms
+
+    bx = PS.draw_chunk(512, 7680).axes[1]
+    widths = [p.get_width() for p in bx.patches]
+    lefts = [p.get_x() for p in bx.patches]
+    assert sum(widths) == pytest.approx(FITTED_COST.of(512, 7680) / ms)
+    assert lefts == pytest.approx(np.concatenate([[0], np.cumsum(widths)[:-1]]))
+    labels = [t.get_text() for t in bx.get_legend().get_texts()]
+    assert [label.split(":")[0] for label in labels] == ["fixed", "per token", "pairs c*h", "pairs c(c+1)/2"]
+
+
+def test_gantt_bars_keep_their_iteration_spans_and_colours():
+    from matplotlib.colors import to_rgba
+
+    from inferlab.plot import COLORS
+    from inferlab.units import ms
+
+    s = run_example("chunked")
+    (bars,) = PS.gantt(s).axes[0].collections
+    work = [(it, w) for it in s.iterations for w in it.work]
+    for path, color, (it, w) in zip(bars.get_paths(), bars.get_facecolors(), work):
+        xs = path.vertices[:, 0]
+        assert (xs.min(), xs.max()) == pytest.approx((it.start_s / ms, (it.start_s + it.duration_s) / ms))
+        assert tuple(color) == pytest.approx(to_rgba(COLORS[w.kind]))

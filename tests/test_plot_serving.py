@@ -24,3 +24,27 @@ def test_goodput_legend_without_the_experiment():
     fig = splot.goodput_view(_ours())
     labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
     assert labels == ["ours, single", "ours, batched"]
+
+
+def test_arrivals_title_states_the_library_summary():
+    from inferlab import example, serving
+
+    fig = splot.arrivals_view(8.0, 6.0, 5.0, "one-at-a-time", False)
+    reqs = serving.poisson_requests(8.0, 40, example.SHORT.prompt_tokens, 64, seed=7)
+    s = serving.summarize(serving.serve(reqs, "one-at-a-time", kv_budget_bytes=6.0 * 2**30, deadline_s=5.0))
+    assert f"{int(s['on_time'])} of 40 on time, mean {s['mean_in_system']:.1f} in the system" in fig._suptitle.get_text()
+
+
+def test_configuration_plane_colours_the_feasible_points():
+    from matplotlib.colors import to_rgba
+
+    from inferlab.plot import COLORS
+
+    fig = splot.config_view(kv_budget_gib=12.0, deadline_s=7.0)
+    ax = fig.axes[0]
+    (points,) = [c for c in ax.collections if len(c.get_offsets()) == 4]
+    names = [t.get_text() for t in ax.texts]
+    assert names == ["A", "B", "C", "D"]
+    green = [tuple(c) == to_rgba(COLORS["decode"]) for c in points.get_facecolors()]
+    assert green == [name == "D" for name in names]  # the chapter: only D fits and finishes on time
+    assert "cheapest feasible: D" in fig._suptitle.get_text()

@@ -46,3 +46,21 @@ def test_bad_arguments_are_named():
         decade_ticks(ax, which="z")
     with pytest.raises(ValueError, match="inner"):
         InView("auto")
+
+
+MINE = ("roofline.", "schedule.", "serving.", "speculative.", "timeline.")
+
+
+@pytest.mark.parametrize("name", sorted(n for n in __import__("inferlab.plot").plot.explorer_factories()
+                                        if n.startswith(MINE)))
+def test_explorers_make_no_tick_outside_the_view_and_at_most_eight_per_axis(name):
+    from inferlab.plot import explorer_factories
+
+    fig = explorer_factories()[name]().render()
+    to_png(fig)
+    for ax in fig.axes:
+        for axis, (lo, hi) in ((ax.xaxis, sorted(ax.get_xlim())), (ax.yaxis, sorted(ax.get_ylim()))):
+            locs = np.asarray(axis.get_majorticklocs())
+            slack = 1e-9 * max(abs(lo), abs(hi))
+            assert ((locs >= lo - slack) & (locs <= hi + slack)).all(), (name, axis.axis_name, locs, lo, hi)
+            assert len(axis.majorTicks) <= max(len(locs), 1) and len(locs) <= 8, (name, axis.axis_name, locs)

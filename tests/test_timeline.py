@@ -142,3 +142,35 @@ def test_vectorized_metrics_need_requests() -> None:
         itls_by_request([])
     with pytest.raises(ValueError, match="requests"):
         summarize([])
+
+
+# ---- plot parts: the figures of 8.1 show the numbers they are given ----
+def test_capacity_bars_are_one_collection_coloured_by_fit() -> None:
+    from matplotlib.collections import PolyCollection
+    from matplotlib.colors import to_rgba
+
+    from inferlab.plot import COLORS
+    from inferlab.plot import timeline as tplot
+
+    fig = tplot.draw_capacity("qwen3-8b", 12, 8192, 256)
+    ax = fig.axes[0]
+    (bars,) = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    heights = np.array([p.vertices[:, 1].max() for p in bars.get_paths()])
+    fits = [tuple(c) == to_rgba(COLORS["kv"], 0.8) for c in bars.get_facecolors()]
+    budget = ax.lines[0].get_ydata()[0]
+    assert fits == (heights <= budget).tolist() and sum(fits) == 11  # n = 0 ... 10: "10 requests ... fit"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "KV budget 12,288 MiB", "qwen3-8b: 1,188.0 MiB per request: fits", "does not fit"]
+
+
+def test_request_timeline_bars_span_queue_prefill_and_decode() -> None:
+    from inferlab.plot import timeline as tplot
+
+    fig = tplot.draw_single_request(0.5, 96, 26.5, 256)
+    r = single_request(0.5, 0.096, 0.0265, 256)
+    queue, prefill, decode = fig.axes[0].patches[:3]
+    assert queue.get_width() == pytest.approx(0.5) and queue.get_x() == pytest.approx(0.0)
+    assert prefill.get_x() + prefill.get_width() == pytest.approx(r.token_times_s[0])
+    assert decode.get_x() + decode.get_width() == pytest.approx(r.token_times_s[-1])
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels[:3] == ["queue", "prefill", "decode (255 gaps)"] and labels[3] == "deadline 7 s"
