@@ -257,14 +257,17 @@ def draw_offload_memory(plans: list[off.OffloadPlan]) -> Figure:
 def draw_timeline(ax: Axes, result: off.PipelineResult, title: str) -> None:
     """Draw one pipeline's link and compute lanes (ms); offloaded work coloured by buffer."""
     ev = result.events
-    for lane, kind in ((1, "copy"), (0, "compute")):
-        rows = ev[ev.kind == kind]
-        colors = [BUFFER_COLORS[b % len(BUFFER_COLORS)] if b >= 0 else "#d9d9d9" for b in rows.buffer]
-        ax.broken_barh(list(zip(rows.start_s / ms, (rows.end_s - rows.start_s) / ms)), (lane - 0.35, 0.7),
-                       facecolors=colors, edgecolor="white", linewidth=0.3)
+    kind, buffer = ev["kind"].to_numpy(), ev["buffer"].to_numpy()
+    start, end = ev["start_s"].to_numpy() / ms, ev["end_s"].to_numpy() / ms
+    palette = np.array(BUFFER_COLORS + ["#d9d9d9"])  # the last: resident layers (buffer -1)
+    colors = palette[np.where(buffer >= 0, buffer % len(BUFFER_COLORS), len(BUFFER_COLORS))]
+    for lane, name in ((1, "copy"), (0, "compute")):
+        rows = kind == name
+        ax.broken_barh(np.column_stack([start[rows], end[rows] - start[rows]]), (lane - 0.35, 0.7),
+                       facecolors=list(colors[rows]), edgecolor="white", linewidth=0.3)
     ax.set_yticks([0, 1], ["compute", "link"])
     ax.set_title(title, fontsize=10)
-    ax.set_xlim(0, result.total_s / ms * 1.01)
+    ax.set_xlim(0, end.max() * 1.01)
     ax.grid(False)
 
 
