@@ -492,6 +492,7 @@ def draw_cache_choice(a: PrefixCost, b: PrefixCost, n_b: int, p_a: float, p_b: f
     ax.set_ylim(-0.2, 2.2)
     ax.set_yticks([0.4, 1.6], [f"{n_b} x B\n$p_h$ = {p_b:.2f}", f"1 x A\n$p_h$ = {p_a:.2f}"])
     ax.set_xlabel("cache space (MiB)")
+    few_ticks(ax, 5, None)
     winner = "A" if va > n_b * vb else f"{n_b} x B" if n_b * vb > va else "a tie"
     ax.set_title(f"keep {winner}; per MiB: A {va / (a.kv_bytes / MiB):.3f} ms, B {vb / (b.kv_bytes / MiB):.3f} ms",
                  fontsize=10)

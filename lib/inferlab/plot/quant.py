@@ -350,6 +350,7 @@ def compression_view(ratio: float = 0.25, decompress_gb_per_s: float = 100.0, li
     thr = off.decompress_threshold(ratio, link) / GB if ratio < 1 else float("inf")
     ax.set_title(f"compression pays above {thr:,.1f} GB/s of decompression", fontsize=10)
     ax.set_xlabel("ms to move 96 MiB")
+    _few_ticks(ax, x=5)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncols=2)
     return fig
 
