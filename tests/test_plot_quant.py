@@ -5,6 +5,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from inferlab import offload as off
+from inferlab import retrieval
 from inferlab.example import MODEL
 from inferlab.plot import quant as qp
 from inferlab.plot import to_png
@@ -61,3 +62,18 @@ def test_chapter_grids_totals() -> None:
     assert {k: int(v.correct.sum()) for k, v in g.items()} == {"BF16 KV": 28, "FP8 KV + BF16 Q": 28}
     assert sorted(g["BF16 KV"].run.unique()) == ["c1-1", "c1-2", "c4-1", "c4-2"]
     assert np.all(g["BF16 KV"][g["BF16 KV"].task == 5].correct == 0)
+
+
+def test_retrieval_view_draws_its_pair_as_a_lone_run_would() -> None:
+    docs = [d for d in retrieval.chapter_like_documents(0) if d.name.startswith("n512")]
+    g = retrieval.run_grid(docs, 4, ["q8_0"], ["fp8_e4m3"])
+    fig = qp.retrieval_view("q8_0", "fp8_e4m3", "n512")
+    ax = fig.axes[1]
+    assert ax.get_title().endswith(f"{int(g.correct.sum())}/{len(g)} correct")
+    circles, crosses = ax.get_lines()
+    right = {(r - 1, t) for r, t in zip(g.run[g.correct], g.task[g.correct])}  # runs are columns 0..3
+    wrong = {(r - 1, t) for r, t in zip(g.run[~g.correct], g.task[~g.correct])}
+    assert set(zip(circles.get_xdata(), circles.get_ydata())) == right
+    assert set(zip(crosses.get_xdata(), crosses.get_ydata())) == wrong
+    with pytest.raises(ValueError, match="kv_formats"):
+        qp.retrieval_view("q2_K")
