@@ -1,5 +1,6 @@
 """Figures of section 8.6: legends that match the bars drawn."""
 import pandas as pd
+import pytest
 
 from inferlab.datasets import published
 from inferlab.plot import serving as splot
@@ -48,3 +49,15 @@ def test_configuration_plane_colours_the_feasible_points():
     green = [tuple(c) == to_rgba(COLORS["decode"]) for c in points.get_facecolors()]
     assert green == [name == "D" for name in names]  # the chapter: only D fits and finishes on time
     assert "cheapest feasible: D" in fig._suptitle.get_text()
+
+
+def test_amdahl_limits_are_drawn_and_kept_in_view():
+    from matplotlib.collections import LineCollection
+
+    fig = splot.amdahl_explorer_view(decode_share=0.95, max_speedup=2.0)
+    ax = fig.axes[0]
+    (limits,) = [c for c in ax.collections if isinstance(c, LineCollection)]
+    heights = [seg[0][1] for seg in limits.get_segments()]
+    assert heights == pytest.approx([1 / (1 - f) for f in (0.2, 0.5, 0.8, 0.95)])
+    assert ax.get_ylim()[1] > 20  # the 95 % limit (20x) stays in view although the curves end near 2
+    assert len(ax.get_lines()) == 4

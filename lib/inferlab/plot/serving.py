@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import LogLocator, NullLocator, ScalarFormatter
@@ -165,9 +166,15 @@ def amdahl_view(fractions: tuple[float, ...] = (0.2, 0.5, 0.8), max_speedup: flo
     """Figure 8-36: whole-task speed-up against the speed-up of one stage, for several shares of the time."""
     fig, ax = new_figure(width=6.0, height=3.4)
     s = np.geomspace(1, max_speedup, 200)
-    for f, color in zip(fractions, (COLORS["queue"], COLORS["prefill"], COLORS["decode"], COLORS["kv"])):
+    colors = [COLORS["queue"], COLORS["prefill"], COLORS["decode"], COLORS["kv"]][:len(fractions)]
+    for f, color in zip(fractions, colors):
         ax.plot(s, [serving.amdahl_speedup(f, x) for x in s], color=color, lw=2, label=f"decode share {f:.0%}")
-        ax.axhline(1 / (1 - f) if f < 1 else np.nan, color=color, ls=":", lw=1)
+    # the limits 1/(1-f) across the whole width, as one collection (an axhline each re-scales the axes each time)
+    limits = np.array([1 / (1 - f) if f < 1 else np.nan for f, _ in zip(fractions, colors)])
+    ax.add_collection(LineCollection([[(0, y), (1, y)] for y in limits], colors=colors, linestyles=":", linewidths=1,
+                                     transform=ax.get_yaxis_transform()), autolim=False)
+    finite = limits[np.isfinite(limits)]
+    ax.update_datalim(np.column_stack([np.ones_like(finite), finite]), updatex=False)
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(InView(LogLocator(base=2)))
     ax.xaxis.set_minor_locator(NullLocator())
