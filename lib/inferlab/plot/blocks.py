@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
-from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from ..cache_value import ContextUpdate, PrefixCost, keep_ratio_threshold, prefix_cost, recompute_to_fetch_ratio
 from ..example import ACCELERATOR, KV_BUDGET_BYTES, MODEL
@@ -33,10 +33,8 @@ _EDGE = "#555555"
 
 
 def _integer_ticks(ax, x: bool = False, y: bool = False) -> None:
-    if x:
-        ax.xaxis.set_major_locator(InView(MaxNLocator(integer=True)))
-    if y:
-        ax.yaxis.set_major_locator(InView(MaxNLocator(integer=True)))
+    """About five whole-number ticks on the count axes asked for, all in view."""
+    few_ticks(ax, 5 if x else None, 5 if y else None, integer=True)
 
 
 class _Slots:

@@ -324,6 +324,7 @@ def offload_view(link_gb_per_s: float = 64.0, every: int = 4, n_buffers: int = 1
     draw_timeline(ax, r, f"{len(layers)} FFNs offloaded, {n_buffers} buffer(s): {r.step_s / ms:.1f} ms per step, "
                          f"net {plan.net_bytes / MiB:,.0f} MiB freed")
     ax.set_xlabel("time (ms)")
+    _few_ticks(ax, x=6)
     return fig
 
 
