@@ -20,3 +20,14 @@ def test_draft_length_legend_hides_no_data(kwargs):
     frame = splot.draft_length_frame(**kwargs)
     best = int(frame["ms per token"].idxmin())
     assert f"best m = {best}" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_round_cost_marks_the_break_even_points_and_the_lookups():
+    from inferlab import speculative_cost as C
+
+    ax = splot.round_cost_figure(0.6, 5, 2.0, 30.0).axes[0]
+    circles, squares = ax.collections
+    assert np.asarray(circles.get_offsets())[:, 0] == pytest.approx([8.7, 53.9], abs=0.05)  # the chapter's figures
+    yours = (30.0 + 2.0) / C.expected_tokens([0.6] * 5)
+    assert np.asarray(squares.get_offsets())[-1] == pytest.approx([2.0, yours])
+    assert len(squares.get_offsets()) == 3 and len(ax.get_lines()) == 4  # three curves and the plain-decode line

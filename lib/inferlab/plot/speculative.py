@@ -103,18 +103,22 @@ def round_cost_figure(accept: float = 0.75, drafts: int = 4, lookup_ms: float = 
     chosen = [accept] * drafts
     cases.append((f"yours (a = {accept:.2f}, m = {drafts})", chosen, COLORS["highlight"]))
     verify = verify_ms * ms
+    marks: list[tuple[str, float, float, str, float]] = []  # (marker, x ms, y ms, colour, size pt): two artists
     for label, a, color in cases:
         v = PLAIN_STEP_S if label[0] in "AB" else verify
         per_token = (v + query) / C.expected_tokens(a)
         ax.plot(query / ms, per_token / ms, color=color, label=label, ls="-" if label[0] in "AB" else "--")
         if label[0] in "AB":
             be = C.break_even_draft_s(a, plain)
-            ax.plot([be / ms], [plain / ms], "o", color=color)
+            marks.append(("o", be / ms, plain / ms, color, 6))
             ax.annotate(f"{be / ms:.1f} ms", (be / ms, plain / ms), textcoords="offset points", xytext=(4, -14),
                         fontsize=9, color=color)
-            ax.plot([0.1], [C.spec_time_per_token(a, PLAIN_STEP_S, 0.1 * ms) / ms], "s", color=color, ms=5)
+            marks.append(("s", 0.1, C.spec_time_per_token(a, PLAIN_STEP_S, 0.1 * ms) / ms, color, 5))
         else:
-            ax.plot([lookup_ms], [(verify + lookup_ms * ms) / C.expected_tokens(a) / ms], "s", color=color, ms=6)
+            marks.append(("s", lookup_ms, (verify + lookup_ms * ms) / C.expected_tokens(a) / ms, color, 6))
+    for marker in ("o", "s"):
+        _, x, y, colors, size = zip(*(m for m in marks if m[0] == marker))
+        ax.scatter(x, y, s=np.square(size), c=colors, marker=marker, zorder=2.5)
     ax.axhline(plain / ms, color=COLORS["deadline"], ls=":", label="plain decode 26.26 ms/token")
     ax.set_xlabel("draft query time per round (ms)"), ax.set_ylabel("time per output token (ms)")
     ax.set_xlim(0, 70), ax.set_ylim(0, 80), ax.legend(loc="upper left", fontsize=8)
