@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from matplotlib.ticker import MaxNLocator
 
-from inferlab.plot import new_figure, to_png
+from inferlab.plot import explorer_factories, new_figure, to_png
 from inferlab.plot.ticks import InView, decade_ticks, few_ticks
 
 
@@ -48,14 +48,11 @@ def test_bad_arguments_are_named():
         InView("auto")
 
 
-MINE = ("roofline.", "schedule.", "serving.", "speculative.", "timeline.")
+MINE = ("roofline.", "schedule.", "serving.", "speculative.", "timeline.")  # explorers redrawn with these locators
 
 
-@pytest.mark.parametrize("name", sorted(n for n in __import__("inferlab.plot").plot.explorer_factories()
-                                        if n.startswith(MINE)))
+@pytest.mark.parametrize("name", sorted(n for n in explorer_factories() if n.startswith(MINE)))
 def test_explorers_make_no_tick_outside_the_view_and_at_most_eight_per_axis(name):
-    from inferlab.plot import explorer_factories
-
     fig = explorer_factories()[name]().render()
     to_png(fig)
     for ax in fig.axes:
