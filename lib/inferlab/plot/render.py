@@ -6,7 +6,8 @@ and makes a new renderer per figure, so its text-metrics cache (keyed on the ren
 across figures; on the book's 2-core machine text was 60-70 % of a redraw. Here one renderer per
 canvas size is kept, and each distinct (string, font, size, dpi) is rasterized once and then blitted:
 plain text with FreeType's whole-string layout (the same layout the metrics use), mathtext (``$...$``,
-e.g. log-axis tick labels) by Matplotlib on a scratch canvas. Turned text is left to Matplotlib.
+e.g. log-axis tick labels) by Matplotlib on a scratch canvas; text turned by quarter turns (y labels) is the
+same bitmap turned. Other angles are left to Matplotlib.
 """
 
 from __future__ import annotations
@@ -28,19 +29,21 @@ _lock = threading.Lock()  # one render at a time: the renderers and the FreeType
 
 
 class _TextCachingRenderer(RendererAgg):
-    """RendererAgg whose unturned text comes from a coverage bitmap made once per string, font and dpi."""
+    """RendererAgg whose text comes from a coverage bitmap made once per string, font, dpi and quarter turn."""
 
     _bitmaps: "OrderedDict[tuple, tuple[np.ndarray, float, float]]" = OrderedDict()
 
     def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):  # noqa: D102 - matplotlib's signature
-        if angle or ismath == "TeX":  # turned text (y labels: one per axes) as Matplotlib draws it
+        turns, rest = divmod(angle % 360, 90)
+        if rest or ismath == "TeX" or (ismath and turns):  # other angles, TeX, turned mathtext: as Matplotlib draws
             return super().draw_text(gc, x, y, s, prop, angle, ismath, mtext)
         aa = gc.get_antialiased()
-        key = (s, prop, self.dpi, aa, get_hinting_flag(), bool(ismath),
+        key = (s, prop, self.dpi, aa, get_hinting_flag(), bool(ismath), int(turns),
                mpl.rcParams["mathtext.fontset"], mpl.rcParams["mathtext.default"])
         entry = self._bitmaps.get(key)
         if entry is None:
-            entry = self._math_bitmap(s, prop, aa) if ismath else self._text_bitmap(s, prop, aa)
+            flat = self._math_bitmap(s, prop, aa) if ismath else self._text_bitmap(s, prop, aa)
+            entry = _turned(*flat, int(turns))
             self._bitmaps[(s, prop.copy(), *key[2:])] = entry  # FontProperties is mutable: key on a copy
             if len(self._bitmaps) > _MAX_BITMAPS:
                 self._bitmaps.popitem(last=False)
@@ -66,6 +69,20 @@ class _TextCachingRenderer(RendererAgg):
         scratch.draw_mathtext(ink, margin, up, s, prop, 0)
         coverage = np.array(np.asarray(scratch.buffer_rgba())[..., 3])
         return coverage, -margin, up
+
+def _turned(image: np.ndarray, left: float, bottom: float, turns: int) -> tuple[np.ndarray, float, float]:
+    """The bitmap turned ``turns`` quarter turns counter-clockwise about the text's origin, and its new corner.
+
+    A point (u, v) from the origin (v counts down) goes to (v, -u) per quarter turn, as Matplotlib turns
+    text glyph by glyph about its origin (y labels are one quarter turn).
+    """
+    h, w = image.shape
+    corners = [(left, bottom - h), (left + w, bottom)]  # (u, v) of two opposite corners
+    for _ in range(turns):
+        corners = [(v, -u) for u, v in corners]
+    (u0, v0), (u1, v1) = corners
+    return np.ascontiguousarray(np.rot90(image, turns)), min(u0, u1), max(v0, v1)
+
 
 class _ReusingCanvas(FigureCanvasAgg):
     """An Agg canvas that takes its renderer from a pool keyed by pixel size and dpi."""
