@@ -13,8 +13,10 @@ import textwrap
 import matplotlib as mpl
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import AutoLocator
 
 from .render import to_png
+from .ticks import InView
 
 # Roles, not hues: every section colours the same thing the same way.
 COLORS: dict[str, str] = {
@@ -80,6 +82,9 @@ def _apply_style(ax: Axes) -> None:
     ax.spines[["top", "right"]].set_visible(False)
     ax.grid(True, alpha=0.3)
     ax.set_axisbelow(True)
+    for axis in (ax.xaxis, ax.yaxis):  # Matplotlib's ticks, without the ones it builds outside the view
+        axis.set_major_locator(InView(AutoLocator()))
+        axis.isDefault_majloc = True  # so categories, dates and log scales still choose their own
 
 
 def caption(fig: Figure, text: str) -> Figure:
