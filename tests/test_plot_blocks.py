@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from matplotlib.collections import PolyCollection
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
 from inferlab.cache_value import context_update_options, prefix_cost
 from inferlab.hardware import ACCELERATORS
 from inferlab.models import MODELS
 from inferlab.paging import BlockManager
-from inferlab.memory import max_concurrent_requests
+from inferlab.memory import max_concurrent_requests, paged_slots
 from inferlab.paging_scenarios import cancellation_timeline, decode_with_preemption, refcount_steps
+from inferlab.plot import COLORS
 from inferlab.plot import blocks as bplot
 from inferlab.prefix_cache import RadixCache
 from inferlab.snapshots import hybrid_restore_table, restore
@@ -148,3 +151,14 @@ def test_keep_or_recompute_view_draws_three_links_and_the_keep_line() -> None:
     assert len(ax.get_lines()) == 4  # three links and one threshold
     assert ax.get_lines()[3].get_ydata()[0] == 3.0  # (p_h + m) / p_h at even odds, one transfer of maintenance
     assert len(bplot.keep_or_recompute_view(64, 0.01, 0).axes[0].get_lines()) == 4
+
+
+def test_paged_slots_draw_one_cell_per_allocated_position_and_colour_the_used_ones() -> None:
+    lengths = [9, 13, 5, 15]
+    for block_size in (1, 4, 16):
+        ax = bplot.draw_slots(lengths, "ABCD", block_size=block_size).axes[0]
+        cells, outlines = [c for c in ax.collections if isinstance(c, PolyCollection)]
+        faces = cells.get_facecolors()
+        assert len(cells.get_paths()) == paged_slots(lengths, block_size)
+        assert sum(tuple(f) == to_rgba(COLORS["prefill"]) for f in faces) == sum(lengths)
+        assert len(outlines.get_paths()) == sum(-(-n // block_size) for n in lengths)  # one outline per block
