@@ -41,22 +41,26 @@ class _Slots:
     """Token slots gathered row by row, then drawn as two collections (slots, block outlines), not one patch each."""
 
     def __init__(self) -> None:
-        self.cells: list[tuple[float, float, float, str]] = []  # x, y, height, face colour
+        self.cells: list[tuple[np.ndarray, float, float, np.ndarray]] = []  # slot x, y, height, face colours
         self.blocks: list[tuple[float, float, float, float]] = []  # x, y, width, height
         self.labels: list[tuple[float, float, str]] = []
 
     def row(self, x0: float, y: float, used: int, size: int, color: str, h: float = 0.6,
             labels: Sequence[str] = ()) -> None:
         """One block of ``size`` slots at (x0, y), the first ``used`` in ``color``, labelled with ``labels``."""
-        self.cells += [(x0 + i, y, h, color if i < used else COLORS["unused"]) for i in range(size)]
+        i = np.arange(size)
+        self.cells.append((x0 + i, y, h, np.where(i < used, color, COLORS["unused"])))
         self.blocks.append((x0, y, size, h))
-        self.labels += [(x0 + i + 0.5, y + h / 2, t) for i, t in enumerate(labels[:used]) if t]
+        self.labels += [(x0 + k + 0.5, y + h / 2, t) for k, t in enumerate(labels[:used]) if t]
 
     def draw(self, ax) -> None:
         """Add the slots (white gaps between them), the block outlines and the slot labels to ``ax``."""
-        if self.cells:
-            x, y, h = (np.array([c[k] for c in self.cells], float) for k in range(3))
-            ax.add_collection(PolyCollection(_boxes(x, y, np.ones_like(x), h), facecolors=[c[3] for c in self.cells],
+        if self.blocks:
+            x = np.concatenate([c[0] for c in self.cells]).astype(float)
+            y = np.concatenate([np.full(len(c[0]), c[1], float) for c in self.cells])
+            h = np.concatenate([np.full(len(c[0]), c[2], float) for c in self.cells])
+            faces = np.concatenate([c[3] for c in self.cells])
+            ax.add_collection(PolyCollection(_boxes(x, y, np.ones_like(x), h), facecolors=list(faces),
                                              edgecolors="white", linewidths=0.8), autolim=False)
             bx, by, bw, bh = np.array(self.blocks, float).T
             ax.add_collection(PolyCollection(_boxes(bx, by, bw, bh), facecolors="none", edgecolors=_EDGE,
