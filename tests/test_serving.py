@@ -231,3 +231,11 @@ def test_goodput_at_one_rate() -> None:
     assert t.loc["chunked", "completion_rps"] > t.loc["one-at-a-time", "completion_rps"]
     with pytest.raises(ValueError, match="windows"):
         sv.goodput_at(4.0, windows=0)
+
+
+def test_completion_and_goodput_are_summarize_s_two_rates() -> None:
+    reqs = sv.poisson_requests(2.0, 120, 512, 32, seed=5)
+    df = sv.serve(reqs, "continuous", max_running=64, correct=0.5, seed=1)
+    s = sv.summarize(df)
+    assert sv.completion_and_goodput(df) == (s["completion_rps"], s["goodput_rps"])
+    assert s["goodput_rps"] < s["completion_rps"]  # half the answers are wrong: the two rates differ

@@ -16,9 +16,8 @@ from .. import example
 from .._validate import non_negative, positive
 from ..hardware import Accelerator
 
-__all__ = ["little_n", "time_average_in_system", "in_system_curve", "observation_window", "summarize", "amdahl_speedup",
-           "amdahl_derivation",
-           "task_time"]
+__all__ = ["little_n", "time_average_in_system", "in_system_curve", "observation_window", "completion_and_goodput", "summarize",
+           "amdahl_speedup", "amdahl_derivation", "task_time"]
 
 _REQUIRED = ("arrival_s", "status", "finish_s", "ttft_s", "latency_s", "max_itl_s", "good", "correct", "on_time")
 
@@ -61,6 +60,16 @@ def _pct(values: pd.Series, q: float) -> float:
     return float(np.percentile(v, q)) if len(v) else math.nan
 
 
+def completion_and_goodput(records: pd.DataFrame) -> tuple[float, float]:
+    """(completion throughput, goodput) in requests per second over the observation window (inf if it is empty)."""
+    r = _check(records)
+    start, end = observation_window(r)
+    t_obs = end - start
+    if t_obs <= 0:
+        return math.inf, math.inf
+    return float((r["status"] == "done").sum()) / t_obs, float(r["good"].sum()) / t_obs
+
+
 def summarize(records: pd.DataFrame, accelerator: Accelerator = example.ACCELERATOR) -> dict[str, float]:
     """Completion throughput, goodput, Little's-law check, latency percentiles, GPU-s and energy per good result.
 
@@ -76,13 +85,12 @@ def summarize(records: pd.DataFrame, accelerator: Accelerator = example.ACCELERA
     out = {
         "requests": float(len(r)), "completed": float(len(done)), "correct": float(r["correct"].sum()),
         "on_time": float(r["on_time"].sum()), "good": float(good), "t_obs_s": t_obs,
-        "completion_rps": len(done) / t_obs if t_obs > 0 else math.inf,
-        "goodput_rps": good / t_obs if t_obs > 0 else math.inf,
         "mean_in_system": time_average_in_system(r, start, end) if t_obs > 0 else math.nan,
         "arrival_rps": (len(r) - 1) / (r["arrival_s"].max() - start) if len(r) > 1 and r["arrival_s"].max() > start
         else math.nan,
         "mean_latency_s": float(done["latency_s"].mean()) if len(done) else math.nan,
     }
+    out["completion_rps"], out["goodput_rps"] = completion_and_goodput(r)
     for col, name in (("ttft_s", "ttft"), ("latency_s", "latency"), ("max_itl_s", "max_itl")):
         out[f"{name}_p50_s"] = _pct(done[col], 50)
         out[f"{name}_p95_s"] = _pct(done[col], 95)

@@ -19,7 +19,7 @@ import pandas as pd
 from .._validate import positive, positive_int
 from ..scheduler import Request
 from .load import poisson_requests, serve
-from .metrics import summarize
+from .metrics import completion_and_goodput, summarize
 
 __all__ = ["TASK_PROMPT_TOKENS", "ANSWER_TOKENS", "WRONG_TASK", "retrieval_window", "goodput_sweep", "load_table", "goodput_at"]
 
@@ -89,7 +89,7 @@ def goodput_at(rate_per_s: float, deadline_s: float = 3.0, accuracy: float = 7 /
     positive_int("windows", windows)
     rows = {}
     for policy in policies:
-        per = pd.DataFrame([summarize(serve(retrieval_window(rate_per_s, seed=w)[0], policy, deadline_s=deadline_s,
-                                            correct=accuracy, seed=w)) for w in range(windows)])
-        rows[policy] = per[["completion_rps", "goodput_rps"]].median()
+        per = [completion_and_goodput(serve(retrieval_window(rate_per_s, seed=w)[0], policy, deadline_s=deadline_s, correct=accuracy,
+                           seed=w)) for w in range(windows)]
+        rows[policy] = pd.Series(np.median(per, axis=0), index=["completion_rps", "goodput_rps"])
     return pd.DataFrame(rows).T.rename_axis("policy")
