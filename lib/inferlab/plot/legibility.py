@@ -9,6 +9,13 @@ PAGE_WIDTH_IN = 7.0  # the book's text column at 100 dpi: wider figures are scal
 MIN_LABEL_PT = 8.0  # the smallest label a reader should have to read at the page width
 
 
+def min_font_pt(width_in: float, min_pt: float = MIN_LABEL_PT, page_width_in: float = PAGE_WIDTH_IN) -> float:
+    """The smallest font size (points) that reads as ``min_pt`` once a figure ``width_in`` wide is fitted to the page."""
+    if not width_in > 0:
+        raise ValueError(f"width_in must be positive, got {width_in!r}")
+    return min_pt / min(1.0, page_width_in / width_in)
+
+
 def smallest_label_pt(fig: Figure, page_width_in: float = PAGE_WIDTH_IN) -> float:
     """Size in points of the smallest non-empty text of ``fig`` once it is scaled to ``page_width_in`` inches."""
     scale = min(1.0, page_width_in / fig.get_figwidth())
@@ -20,7 +27,7 @@ def smallest_label_pt(fig: Figure, page_width_in: float = PAGE_WIDTH_IN) -> floa
 
 def legible(fig: Figure, min_pt: float = MIN_LABEL_PT, page_width_in: float = PAGE_WIDTH_IN) -> Figure:
     """Raise every text of ``fig`` to at least ``min_pt`` points as rendered at ``page_width_in`` inches; returns fig."""
-    floor = min_pt / min(1.0, page_width_in / fig.get_figwidth())
+    floor = min_font_pt(fig.get_figwidth(), min_pt, page_width_in)
     for text in fig.findobj(Text):
         if text.get_fontsize() < floor:
             text.set_fontsize(floor)

@@ -17,7 +17,7 @@ from ..models import MODELS, ModelSpec
 from .._validate import positive
 from ..units import GiB, ms
 from . import COLORS, caption, new_figure
-from .legibility import MIN_LABEL_PT, PAGE_WIDTH_IN, legible
+from .legibility import legible, min_font_pt
 from .ticks import decade_ticks
 
 if TYPE_CHECKING:
@@ -210,7 +210,7 @@ def draw_weight_reuse(batch: int = 16, context_tokens: int = 2048, bandwidth_sca
     card = ACCELERATORS[accelerator]
     acc = replace(card, hbm_bandwidth=card.hbm_bandwidth * positive("bandwidth_scale", bandwidth_scale))
     width = 8.5
-    small = MIN_LABEL_PT * width / PAGE_WIDTH_IN  # legible once scaled to the page (set here, not found afterwards)
+    small = min_font_pt(width)  # legible once scaled to the page (set here, not found afterwards)
     fig, (ax, bx) = new_figure(1, 2, width=width, height=3.8)
     for a in (ax, bx):
         a.tick_params(labelsize=small)

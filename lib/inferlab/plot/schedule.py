@@ -23,7 +23,7 @@ from ..iteration import FITTED_COST, IterationCost
 from ..scheduler import Schedule, run_example
 from ..units import ms
 from . import COLORS, caption, new_figure
-from .legibility import MIN_LABEL_PT, PAGE_WIDTH_IN, legible
+from .legibility import legible, min_font_pt
 from .ticks import few_ticks
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ def chunk_time_figure(chunk_tokens: int = 512, history_tokens: int = 7680, cost:
     fixed, per_token, per_pair = cost.fixed_s, cost.per_token_s, cost.per_pair_s
     total = np.array([cost.of(c, int(h)) for h in hs]) / ms
     width = 8.5
-    small = MIN_LABEL_PT * width / PAGE_WIDTH_IN  # the smallest text, legible once scaled to the page
+    small = min_font_pt(width)  # the smallest text, legible once scaled to the page
     fig, (ax, bx) = new_figure(1, 2, width=width, height=3.2)
     ax.plot(hs, total, color=COLORS["prefill"], label="fitted cost of the chunk's iteration")
     ax.axhline((fixed + per_token * c) / ms, color=COLORS["weights"], ls="--", lw=1,

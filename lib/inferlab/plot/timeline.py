@@ -19,7 +19,7 @@ from ..timeline import RequestTimes
 if TYPE_CHECKING:
     from ..widgets import Explorer
 from . import COLORS, REQUEST_COLORS, caption, deadline_line, new_figure
-from .legibility import MIN_LABEL_PT, PAGE_WIDTH_IN
+from .legibility import min_font_pt
 from .ticks import few_ticks
 
 
@@ -56,7 +56,7 @@ def request_timeline(
 ) -> Figure:
     """One request on a true time axis: queue (grey), prefill (blue), decode gaps (green), first/last token dots."""
     width = 7.5
-    small = MIN_LABEL_PT * width / PAGE_WIDTH_IN  # the smallest text, legible once scaled to the page
+    small = min_font_pt(width)  # the smallest text, legible once scaled to the page
     fig, ax = new_figure(width=width, height=2.2)
     t0 = r.arrival_s
     first, last = r.token_times_s[0], r.token_times_s[-1]
@@ -120,7 +120,7 @@ def kv_capacity(counts: np.ndarray, kv_bytes: np.ndarray, budget_bytes: float, f
 def batch_sweep(sweep: pd.DataFrame, batch: int, step_s: float, title: str = "") -> Figure:
     """Published batch sweep (throughput; decode step and client ITL) with the chosen batch's b / T_step marked."""
     width = 8.0
-    small = MIN_LABEL_PT * width / PAGE_WIDTH_IN  # the smallest text, legible once scaled to the page
+    small = min_font_pt(width)  # the smallest text, legible once scaled to the page
     fig, (tput, step) = new_figure(1, 2, width=width, height=3.0)
     for ax, col, ylabel, scale in ((tput, "throughput_tok_s", "output throughput (tok/s)", 1.0),
                                    (step, "decode_step_s", "decode step / ITL (ms)", 1e3)):
