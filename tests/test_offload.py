@@ -1,7 +1,11 @@
 """Weight offloading: capacity, copy time, the prefetch pipeline and compressed transfers (8.4.3)."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
+import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -59,6 +63,21 @@ def test_compressed_transfer() -> None:
     assert float(thr.subs({syms[r"\rho"]: 0.25, syms[r"\beta_{\mathrm{link}}"]: 64})) == pytest.approx(85.333, 1e-4)
     with pytest.raises(ValueError, match="ratio"):
         off.decompress_threshold(1.0, PCIE)
+
+
+def test_decompress_threshold_symbolic_is_sympys_full_solve() -> None:
+    ineq, thr = off.decompress_threshold_symbolic()
+    syms = {str(x): x for x in ineq.free_symbols}
+    rho, link, rate = syms[r"\rho"], syms[r"\beta_{\mathrm{link}}"], syms[r"R_{\mathrm{dec}}"]
+    assert thr == link / (1 - rho)
+    full = sp.solve(sp.Eq(ineq.lhs, ineq.rhs), rate)  # checked and simplified (this one imports sympy.physics)
+    assert len(full) == 1 and sp.cancel(full[0] - thr) == 0
+
+
+def test_decompress_threshold_symbolic_leaves_sympy_physics_out() -> None:
+    code = ("import sys; from inferlab import offload; offload.decompress_threshold_symbolic(); "
+            "assert 'sympy.physics' not in sys.modules, 'sympy.physics imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_pipeline_pcie_and_c2c() -> None:
