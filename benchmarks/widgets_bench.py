@@ -17,7 +17,7 @@ import numpy as np
 
 import inferlab.plot
 from inferlab.plot import to_png
-from inferlab.widgets import knob_values
+from inferlab.widgets import knob_values, settle_heap
 
 
 
@@ -43,6 +43,7 @@ def explorer_latencies(repeat: int = 3, values: int = 8) -> list[dict[str, Any]]
     for name, factory in sorted(inferlab.plot.explorer_factories().items()):
         ex = factory()
         update_s(ex, {}, 1)  # warm caches (fonts, data files) once, as a reader's first move does
+        settle_heap()  # as displaying an explorer does
         times = [update_s(ex, {knob: v}, repeat)
                  for knob, control in ex.controls.items() for v in knob_values(control, values)]
         rows.append({"explorer": name, "updates": len(times), "median_s": float(np.median(times)),

@@ -86,3 +86,21 @@ def test_capacity_figure_with_a_prefix_longer_than_the_prompt_is_clamped() -> No
 def test_draw_functions_reject_unknown_models_by_name() -> None:
     with pytest.raises(ValueError, match="model"):
         tplot.draw_capacity("gpt-5", 12, 1024, 16)
+
+
+def test_showing_a_live_explorer_freezes_the_heap_once(monkeypatch) -> None:
+    import gc
+
+    from inferlab import widgets
+
+    monkeypatch.setenv(widgets.OFFLINE_ENV, "0")
+    gc.unfreeze()
+    try:
+        ex = widgets.explore(lambda n: f"n = {n}", n=widgets.int_slider("n", 1, 3, 2))
+        ex._ipython_display_()
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        ex._ipython_display_()  # a second explorer does not freeze again
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

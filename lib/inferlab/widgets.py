@@ -16,6 +16,7 @@ kernel and no network. The dead ipywidgets controls are then not shown.
 from __future__ import annotations
 
 import base64
+import gc
 import html
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -148,6 +149,18 @@ def _frame_html(result: Any, dpi: int) -> str:
     return f"<pre>{html.escape(str(text))}</pre>"
 
 
+def settle_heap() -> None:
+    """Collect, then move every live object out of the garbage collector's sight (``gc.freeze``).
+
+    A redraw leaves a figure's worth of reference cycles; the collections they trigger scan the whole
+    heap (numpy, pandas, sympy, Matplotlib...), pausing a slider 100-250 ms now and then. What is alive
+    when an explorer is first shown lives as long as the kernel anyway. Done once per process.
+    """
+    if gc.get_freeze_count() == 0:
+        gc.collect()
+        gc.freeze()
+
+
 def offline_mode() -> bool:
     """True when displayed explorers should emit offline frames (a headless book build)."""
     return os.environ.get(OFFLINE_ENV, "") not in ("", "0")
@@ -238,6 +251,7 @@ class Explorer:
             display({"text/html": self.offline_html(), "text/plain": f"<Explorer of {self.draw.__name__}>"},
                     raw=True)
             return
+        settle_heap()
         display(w.VBox(list(self.controls.values())))
         self._handle = display(self.displayable(), display_id=True)
         for control in self.controls.values():
