@@ -179,13 +179,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
     rows = []
-    if "notebooks" in args.only:
-        paths = args.notebooks or sorted([*ROOT.glob("chapters/*.ipynb"), *ROOT.glob("exercises/*.ipynb")])
-        rows += notebook_rows([p.resolve() for p in paths])
+    # the in-process timings first, before any notebook kernel has run beside this process
     if "widgets" in args.only:
         rows += widget_rows(args.repeat)
     if "throughput" in args.only:
         rows += throughput_rows()
+    if "notebooks" in args.only:
+        paths = args.notebooks or sorted([*ROOT.glob("chapters/*.ipynb"), *ROOT.glob("exercises/*.ipynb")])
+        rows += notebook_rows([p.resolve() for p in paths])
     if "pages" in args.only:
         rows += page_rows()
     if args.fresh_clone:
