@@ -13,7 +13,7 @@ COMPILE = $(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null 2>&1 || true
 DROP_STALE_CACHE = @if [ -d $(CACHE) ] && [ -n "$$(find lib data -type f -newer $(CACHE) | head -1)" ]; then \
 	rm -rf $(CACHE); fi
 
-.PHONY: book test unit notebooks outputs-check build-check browser chromium lab bench clean strip
+.PHONY: setup book test unit notebooks outputs-check build-check browser chromium lab bench clean strip
 
 $(STAMP): requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
@@ -35,7 +35,11 @@ $(TORCH): $(STAMP)
 	$(COMPILE)
 	touch $(TORCH)
 
-book: $(STAMP) $(WEB)  ## execute every notebook and build the HTML into _build/html
+# pip (mostly CPU) and npm (mostly network) side by side
+setup:
+	@$(MAKE) --no-print-directory -j2 $(STAMP) $(WEB)
+
+book: setup  ## execute every notebook and build the HTML into _build/html
 	$(DROP_STALE_CACHE)
 	@# an empty cache is filled by nbmake on $(JOBS) cores (conftest.py stores each run), not one notebook at a time
 	@if [ ! -d $(CACHE) ]; then $(PY) -m pytest --nbmake --nbmake-timeout=300 -n $(JOBS) -q $(NOTEBOOKS); fi
@@ -43,7 +47,7 @@ book: $(STAMP) $(WEB)  ## execute every notebook and build the HTML into _build/
 
 # Each notebook executes once: nbmake runs it and stores it in the book's cache (conftest.py), the build reuses it.
 # Unit tests and notebooks share one pytest run, so its workers stay busy to the end.
-test: $(STAMP) $(TORCH) $(WEB) outputs-check  ## every test (pytest closes the run)
+test: setup $(TORCH) outputs-check  ## every test (pytest closes the run)
 	rm -rf $(CACHE)
 	$(PY) -m pytest tests $(NOTEBOOKS) --nbmake --nbmake-timeout=300 -m "not book" -n $(JOBS) -q
 	$(MAKE) --no-print-directory build-check browser
