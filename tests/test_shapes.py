@@ -63,3 +63,15 @@ def test_padding_properties(n, buckets):
 def test_bad_input_raises(call):
     with pytest.raises(ValueError):
         call()
+
+
+@settings(max_examples=80, deadline=None)
+@given(rows=st.lists(st.integers(1, 600), max_size=40), buckets=st.lists(st.integers(1, 512), min_size=1, max_size=12))
+def test_padded_rows_each_is_padded_rows_of_each(rows, buckets):
+    assert S.padded_rows_each(rows, buckets).tolist() == [S.padded_rows(n, buckets) for n in rows]
+
+
+@pytest.mark.parametrize("rows", [[0, 3], [2.5], [[1, 2]], ["a"]])
+def test_padded_rows_each_refuses_bad_rows(rows):
+    with pytest.raises(ValueError, match="rows"):
+        S.padded_rows_each(rows, (16,))

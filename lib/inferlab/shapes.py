@@ -14,7 +14,7 @@ import numpy as np
 
 from ._validate import non_negative, positive_int
 
-__all__ = ["normalize", "bucket_for", "padded_rows", "padding_rows", "padding_fraction", "bucket_costs",
+__all__ = ["normalize", "bucket_for", "padded_rows", "padded_rows_each", "padding_rows", "padding_fraction", "bucket_costs",
            "powers_of_two", "multiples"]
 
 
@@ -40,6 +40,16 @@ def padded_rows(rows: int, buckets: Iterable[int]) -> int:
     return rows if size is None else size
 
 
+def padded_rows_each(rows: Sequence[int] | np.ndarray, buckets: Iterable[int]) -> np.ndarray:
+    """``padded_rows`` of every batch size in ``rows`` at once (int64 array; each size an integer >= 1)."""
+    n = np.asarray(rows)
+    if n.ndim != 1 or (n.size and (n.dtype.kind not in "iu" or n.min() < 1)):
+        raise ValueError(f"rows must be a 1-D sequence of integers >= 1, got {rows!r:.80}")
+    sizes = np.asarray(normalize(buckets))
+    at = np.searchsorted(sizes, n)
+    return np.where(at < sizes.size, sizes[np.minimum(at, sizes.size - 1)], n).astype(np.int64)
+
+
 def padding_rows(rows: int, buckets: Iterable[int]) -> int:
     """Padding rows computed for nothing: padded_rows - rows."""
     return padded_rows(rows, buckets) - rows
@@ -51,8 +61,7 @@ def padding_fraction(rows: Sequence[int], buckets: Iterable[int]) -> float:
     if len(rows) == 0:
         raise ValueError("rows must not be empty")
     real = sum(positive_int("rows", r) for r in rows)
-    computed = sum(padded_rows(r, sizes) for r in rows)
-    return 1 - real / computed
+    return 1 - real / int(padded_rows_each(np.asarray(rows, dtype=np.int64), sizes).sum())
 
 
 def bucket_costs(buckets: Iterable[int], capture_s_per_graph: float, buffer_bytes_per_row: float,

@@ -13,7 +13,6 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
-from matplotlib.collections import PolyCollection
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
@@ -22,7 +21,7 @@ from .. import chunking, shapes
 from ..iteration import FITTED_COST, IterationCost
 from ..scheduler import Schedule, run_example
 from ..units import ms
-from . import COLORS, caption, new_figure
+from . import COLORS, add_boxes, caption, new_figure
 from .legibility import legible, min_font_pt
 from .ticks import few_ticks
 
@@ -58,11 +57,8 @@ def gantt(schedule: Schedule, xmax_s: float | None = None, title: str | None = N
             for it in schedule.iterations for w in it.work if w.kind in ("prefill", "decode")]
     if bars:
         start, length, y, colors = (np.array(v) for v in zip(*bars))
-        x0, x1 = start / ms, (start + length) / ms
-        y0, y1 = y - _BAR_HEIGHT / 2, y + _BAR_HEIGHT / 2
-        verts = np.stack([np.column_stack(c) for c in ((x0, y0), (x0, y1), (x1, y1), (x1, y0))], axis=1)
-        ax.add_collection(PolyCollection(verts, facecolors=colors, edgecolors="white", linewidths=0.8),
-                          autolim=False)
+        add_boxes(ax, start / ms, y - _BAR_HEIGHT / 2, (start + length) / ms, y + _BAR_HEIGHT / 2,
+                  facecolors=colors, edgecolors="white", linewidths=0.8)
     arrivals = np.array([s.request.arrival_s for s in schedule.served.values()]) / ms
     ax.plot(arrivals, np.arange(len(names)) - _BAR_HEIGHT / 2 - 0.08, marker="v", color="black", markersize=7,
             linestyle="none", clip_on=False)
@@ -198,9 +194,7 @@ def padding_figure(buckets: Iterable[int], max_rows: int | None = None) -> Figur
     sizes = shapes.normalize(buckets)
     top = max_rows or sizes[-1] + max(4, sizes[-1] // 8)
     rows = np.arange(1, top + 1)
-    # shapes.padded_rows for every row at once: the smallest captured size >= rows, or rows past the largest
-    at = np.searchsorted(sizes, rows)
-    padded = np.where(at < len(sizes), np.asarray(sizes)[np.minimum(at, len(sizes) - 1)], rows)
+    padded = shapes.padded_rows_each(rows, sizes)
     fig, ax = new_figure(width=7, height=3.2)
     ax.step(rows, padded, where="mid", color=COLORS["prefill"], label="rows computed")
     ax.plot(rows, rows, color="black", lw=0.8, ls=":", label="rows needed")
