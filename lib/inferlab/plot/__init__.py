@@ -11,7 +11,9 @@ from __future__ import annotations
 import textwrap
 
 import matplotlib as mpl
+import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.ticker import AutoLocator
 
@@ -103,6 +105,18 @@ def deadline_line(ax: Axes, x: float, label: str = "deadline", vertical: bool = 
     """Draw a dashed red limit line (a deadline or a memory budget) with its label."""
     line = ax.axvline if vertical else ax.axhline
     line(x, color=COLORS["deadline"], ls="--", lw=1.2, label=label)
+
+
+def add_boxes(ax: Axes, x0, y0, x1, y1, **style) -> PolyCollection:
+    """Rectangles [x0, x1] x [y0, y1] (data units, arrays or scalars) as one collection on ``ax``.
+
+    One artist instead of a patch per box (a redraw lays out each artist); the axes' limits are left to
+    the caller. ``style``: PolyCollection keywords (facecolors, edgecolors, linewidths...).
+    """
+    x0, y0, x1, y1 = np.broadcast_arrays(*(np.asarray(v, float) for v in (x0, y0, x1, y1)))
+    corners = np.stack([np.column_stack([x.ravel(), y.ravel()]) for x, y in ((x0, y0), (x0, y1), (x1, y1), (x1, y0))],
+                       axis=1)
+    return ax.add_collection(PolyCollection(corners, **style), autolim=False)
 
 
 def explorer_factories() -> dict:

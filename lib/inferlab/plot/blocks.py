@@ -10,7 +10,6 @@ from collections.abc import Hashable, Sequence
 from functools import lru_cache
 
 import numpy as np
-from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
@@ -25,7 +24,7 @@ from ..prefix_cache import RadixCache, RadixNode, eviction_sweep, standard_polic
 from ..snapshots import HybridRestore, Restore, restore, snapshot_positions, spacing_tradeoff
 from ..units import GB, GiB, MiB, ms
 from ..workloads import agent_workload
-from . import COLORS, caption, deadline_line, new_figure
+from . import COLORS, add_boxes, caption, deadline_line, new_figure
 from .legibility import MIN_LABEL_PT, PAGE_WIDTH_IN, legible, smallest_label_pt  # noqa: F401 (re-exported)
 from .ticks import InView, few_ticks
 
@@ -60,19 +59,12 @@ class _Slots:
             y = np.concatenate([np.full(len(c[0]), c[1], float) for c in self.cells])
             h = np.concatenate([np.full(len(c[0]), c[2], float) for c in self.cells])
             faces = np.concatenate([c[3] for c in self.cells])
-            ax.add_collection(PolyCollection(_boxes(x, y, np.ones_like(x), h), facecolors=list(faces),
-                                             edgecolors="white", linewidths=0.8), autolim=False)
+            add_boxes(ax, x, y, x + 1, y + h, facecolors=list(faces), edgecolors="white", linewidths=0.8)
             bx, by, bw, bh = np.array(self.blocks, float).T
-            ax.add_collection(PolyCollection(_boxes(bx, by, bw, bh), facecolors="none", edgecolors=_EDGE,
-                                             linewidths=1.2), autolim=False)
+            add_boxes(ax, bx, by, bx + bw, by + bh, facecolors="none", edgecolors=_EDGE, linewidths=1.2)
         for x, y, t in self.labels:
             ax.text(x, y, t, ha="center", va="center", fontsize=8, color="white")
 
-
-def _boxes(x: np.ndarray, y: np.ndarray, w: np.ndarray, h: np.ndarray) -> np.ndarray:
-    """Corners (n, 4, 2) of the rectangles with lower-left (x, y), width w and height h."""
-    return np.stack([np.stack([x, y], -1), np.stack([x + w, y], -1), np.stack([x + w, y + h], -1),
-                     np.stack([x, y + h], -1)], 1)
 
 
 def _bare(ax) -> None:

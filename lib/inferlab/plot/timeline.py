@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
@@ -18,7 +17,7 @@ from ..timeline import RequestTimes
 
 if TYPE_CHECKING:
     from ..widgets import Explorer
-from . import COLORS, REQUEST_COLORS, caption, deadline_line, new_figure
+from . import COLORS, REQUEST_COLORS, add_boxes, caption, deadline_line, new_figure
 from .legibility import min_font_pt
 from .ticks import few_ticks
 
@@ -94,10 +93,8 @@ def kv_capacity(counts: np.ndarray, kv_bytes: np.ndarray, budget_bytes: float, f
     ok = kv_bytes <= budget_bytes
     fit_color, miss_color = to_rgba(COLORS["kv"], 0.8), to_rgba(COLORS["unused"])
     if len(counts) <= 80:  # few enough for one bar per request count: one collection, not a patch per bar
-        x0, x1, y0 = counts - 0.425, counts + 0.425, np.zeros_like(y)
-        verts = np.stack([np.column_stack(c) for c in ((x0, y0), (x0, y), (x1, y), (x1, y0))], axis=1)
-        ax.add_collection(PolyCollection(verts, facecolors=np.where(ok[:, None], fit_color, miss_color),
-                                         linewidths=0), autolim=False)
+        add_boxes(ax, counts - 0.425, 0.0, counts + 0.425, y, facecolors=np.where(ok[:, None], fit_color, miss_color),
+                  linewidths=0)
         bars = [Patch(color=fit_color, label=f"{label}: fits"), Patch(color=miss_color, label="does not fit")]
     else:
         ax.plot(counts[ok], y[ok], color=COLORS["kv"], lw=2, label=f"{label}: fits")
@@ -108,7 +105,7 @@ def kv_capacity(counts: np.ndarray, kv_bytes: np.ndarray, budget_bytes: float, f
     ax.text(fits, budget_bytes / unit_bytes * 1.03, f" {fits:,} fit", ha="left", va="bottom")
     ax.set_xlabel("concurrent requests")
     ax.set_ylabel(f"KV allocated ({unit})")
-    ax.set_xlim(0, counts.max())
+    ax.set_xlim(0, counts.max() + (0.5 if bars else 0))  # the last bar whole
     ax.set_ylim(0, max(y.max(), budget_bytes / unit_bytes) * 1.15)
     ax.legend(handles=ax.get_legend_handles_labels()[0] + bars, loc="upper left")
     few_ticks(ax, x=5, y=5, integer=True)
