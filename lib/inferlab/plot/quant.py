@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from .. import kv_compression as kc
 from .. import offload as off
@@ -20,20 +19,13 @@ from ..models import MODELS
 from ..units import GB, GiB, MiB, ms
 from ..widgets import Explorer, choice, explore, float_slider, int_slider
 from . import COLORS, new_figure
-from .ticks import InView
+from .ticks import few_ticks
 
 CODE_COLOR = COLORS["shared"]  # blue: codes
 META_COLOR = COLORS["kv"]  # orange: scales and minimums (as the chapter's Figure 8-23)
 NET_COLOR = COLORS["decode"]  # green: memory handed back
 DECODE_STEP_S = 26.26e-3  # experiment 8-1, batch 1, 2K context
 BUFFER_COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]
-
-
-def _few_ticks(ax: Axes, x: int = 0, y: int = 0) -> None:
-    """About ``x`` / ``y`` round major ticks, all inside the view (0 leaves the axis alone): each tick costs five artists."""
-    for n, axis in ((x, ax.xaxis), (y, ax.yaxis)):
-        if n:
-            axis.set_major_locator(InView(MaxNLocator(n, steps=[1, 2, 2.5, 5, 10])))
 
 
 def weight_like(n: int, seed: int = 0, kind: str = "normal") -> np.ndarray:
@@ -138,7 +130,7 @@ def weight_fit_view(context_tokens: int = 8192, reserved_gib: float = 8.0) -> Fi
     ax.axvline(avail, color=COLORS["deadline"], ls="--", lw=1.2, label=f"available {avail:.2f} GiB")
     ax.set_yticks(ys, list(sizes))
     ax.set_xlim(60, max(avail, file_gib.max()) + 18)
-    _few_ticks(ax, x=5)
+    few_ticks(ax, x=5, y=None)
     ax.set_xlabel("GiB")
     ax.legend(loc="upper center", bbox_to_anchor=(0.45, -0.3), ncols=3)
     return fig
@@ -208,7 +200,7 @@ def kv_format_view(context_tokens: int = 8192, fmt: str = "q8_0", conversion_ms:
     b.set_title(f"bf16 -> {fmt} at {beta / 1e12:.2f} TB/s")
     a.set_yticks([])  # every bar carries its value: a value axis would repeat them at five artists a tick
     b.set_xticks([0, 0.5, 1])
-    _few_ticks(b, y=4)
+    few_ticks(b, x=None, y=4)
     return fig
 
 
@@ -324,7 +316,7 @@ def offload_view(link_gb_per_s: float = 64.0, every: int = 4, n_buffers: int = 1
     draw_timeline(ax, r, f"{len(layers)} FFNs offloaded, {n_buffers} buffer(s): {r.step_s / ms:.1f} ms per step, "
                          f"net {plan.net_bytes / MiB:,.0f} MiB freed")
     ax.set_xlabel("time (ms)")
-    _few_ticks(ax, x=6)
+    few_ticks(ax, x=6, y=None)
     return fig
 
 
@@ -351,7 +343,7 @@ def compression_view(ratio: float = 0.25, decompress_gb_per_s: float = 100.0, li
     thr = off.decompress_threshold(ratio, link) / GB if ratio < 1 else float("inf")
     ax.set_title(f"compression pays above {thr:,.1f} GB/s of decompression", fontsize=10)
     ax.set_xlabel("ms to move 96 MiB")
-    _few_ticks(ax, x=5)
+    few_ticks(ax, x=5, y=None)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncols=2)
     return fig
 
