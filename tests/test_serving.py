@@ -238,4 +238,5 @@ def test_completion_and_goodput_are_summarize_s_two_rates() -> None:
     df = sv.serve(reqs, "continuous", max_running=64, correct=0.5, seed=1)
     s = sv.summarize(df)
     assert sv.completion_and_goodput(df) == (s["completion_rps"], s["goodput_rps"])
+    assert sv.mean_in_system(df) == s["mean_in_system"] > 0
     assert s["goodput_rps"] < s["completion_rps"]  # half the answers are wrong: the two rates differ

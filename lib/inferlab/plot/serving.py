@@ -63,10 +63,8 @@ def arrivals_view(rate_per_s: float = 4.0, kv_budget_gib: float = 12.0, deadline
     records = serving.serve(reqs, policy, kv_budget_bytes=kv_budget_gib * GiB, deadline_s=deadline_s,
                             admission_control="reject" if admission_control else None)
     # the two numbers of the title, not the whole serving.summarize (percentiles the figure does not show)
-    start, end = serving.observation_window(records)
-    mean_n = serving.time_average_in_system(records, start, end) if end > start else np.nan
     title = (f"{rate_per_s:g} requests/s, {POLICY_LABELS[policy]}: {int(records['on_time'].sum())} of 40 on time, "
-             f"mean {mean_n:.1f} in the system")
+             f"mean {serving.mean_in_system(records):.1f} in the system")
     return load_view(records, deadline_s, title)
 
 

@@ -16,7 +16,7 @@ from .. import example
 from .._validate import non_negative, positive
 from ..hardware import Accelerator
 
-__all__ = ["little_n", "time_average_in_system", "in_system_curve", "observation_window", "completion_and_goodput", "summarize",
+__all__ = ["little_n", "time_average_in_system", "in_system_curve", "observation_window", "mean_in_system", "completion_and_goodput", "summarize",
            "amdahl_speedup", "amdahl_derivation", "task_time"]
 
 _REQUIRED = ("arrival_s", "status", "finish_s", "ttft_s", "latency_s", "max_itl_s", "good", "correct", "on_time")
@@ -60,6 +60,12 @@ def _pct(values: pd.Series, q: float) -> float:
     return float(np.percentile(v, q)) if len(v) else math.nan
 
 
+def mean_in_system(records: pd.DataFrame) -> float:
+    """Time-average requests in the system over the observation window (NaN if the window is empty)."""
+    start, end = observation_window(records)
+    return time_average_in_system(records, start, end) if end > start else math.nan
+
+
 def completion_and_goodput(records: pd.DataFrame) -> tuple[float, float]:
     """(completion throughput, goodput) in requests per second over the observation window (inf if it is empty)."""
     r = _check(records)
@@ -85,7 +91,7 @@ def summarize(records: pd.DataFrame, accelerator: Accelerator = example.ACCELERA
     out = {
         "requests": float(len(r)), "completed": float(len(done)), "correct": float(r["correct"].sum()),
         "on_time": float(r["on_time"].sum()), "good": float(good), "t_obs_s": t_obs,
-        "mean_in_system": time_average_in_system(r, start, end) if t_obs > 0 else math.nan,
+        "mean_in_system": mean_in_system(r),
         "arrival_rps": (len(r) - 1) / (r["arrival_s"].max() - start) if len(r) > 1 and r["arrival_s"].max() > start
         else math.nan,
         "mean_latency_s": float(done["latency_s"].mean()) if len(done) else math.nan,
