@@ -253,3 +253,17 @@ def test_module_level_solutions_equal_sympys_simplified_ones() -> None:
     assert S.CONTEXT_CROSSOVER == sp.solve(sp.Eq(S.DECODE_FLOPS / S.P_peak, S.L_ctx * S.k_tok / S.beta), S.L_ctx)[0]
     assert Q.BREAK_EVEN_DRAFT == sp.solve(sp.Eq(Q.ROUND_TIME_PER_TOKEN, Q.T_p), Q.t_d)[0]
     assert Q.MARGINAL_CONDITION.rhs == sp.solve(sp.Eq((Q.T + Q.dT) / (Q.N + Q.dN), Q.T / Q.N), Q.dT)[0]
+
+
+def test_solve_linear_is_sympys_solution_and_refuses_other_equations() -> None:
+    import sympy as sp
+
+    from inferlab.symbolic import solve_linear
+
+    x, a, b = sp.symbols("x a b", positive=True)
+    assert sp.cancel(solve_linear(sp.Eq(a * x + b, 3 * b), x) - sp.solve(sp.Eq(a * x + b, 3 * b), x)[0]) == 0
+    assert solve_linear(a * x - b, x) == b / a  # an expression is taken as equal to zero
+    with pytest.raises(ValueError, match="exactly one solution"):
+        solve_linear(sp.Eq(x**2, a), sp.Symbol("y"))  # no solution for y
+    with pytest.raises(ValueError, match="exactly one solution"):
+        solve_linear(sp.Eq(sp.Symbol("z") ** 2, 4), sp.Symbol("z"))  # two roots

@@ -19,6 +19,7 @@ from .datasets import published
 from .memory import request_kv_bytes
 from .models import ModelSpec
 from .quant import block_format
+from .symbolic import solve_linear
 from .units import GB
 
 # ---- sizes --------------------------------------------------------------------------------
@@ -68,7 +69,7 @@ def read_saving_symbolic() -> tuple[sp.Eq, sp.Expr]:
     """(Delta T = Delta D / beta_eff - T_conv, the break-even T_conv solved by sympy); symbols of notation.md."""
     dD, beta, T_c, dT = sp.symbols(r"\Delta{D} \beta_{\mathrm{eff}} T_{\mathrm{conv}} \Delta{T}", positive=True)
     eq = sp.Eq(dT, dD / beta - T_c)
-    return eq, sp.solve(eq.rhs, T_c, simplify=False)[0]
+    return eq, solve_linear(eq.rhs, T_c)
 
 
 # ---- linear ITL models and their crossover -----------------------------------------------
@@ -113,7 +114,7 @@ def itl_crossover_symbolic() -> tuple[sp.Eq, sp.Expr]:
     names = r"L \tau_{0\mathrm{B}} \tau_{1\mathrm{B}} \tau_{0\mathrm{F}} \tau_{1\mathrm{F}}"
     L, a1, b1, a2, b2 = sp.symbols(names, positive=True)
     eq = sp.Eq(a1 + b1 * L, a2 + b2 * L)
-    return eq, sp.cancel(sp.solve(eq, L, simplify=False)[0])
+    return eq, sp.cancel(solve_linear(eq, L))
 
 
 # ---- does a quantized weight file leave room for KV? ----------------------------------------

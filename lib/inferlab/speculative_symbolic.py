@@ -14,6 +14,7 @@ import itertools
 import sympy as sp
 
 from ._validate import positive_int
+from .symbolic import solve_linear
 
 __all__ = ["emission_probability", "prove_exact", "exact_emission", "a", "m", "j", "T_v", "t_d", "T_p",
            "EXPECTED_TOKENS", "ROUND_TIME_PER_TOKEN", "BREAK_EVEN_DRAFT", "T", "N", "dT", "dN",
@@ -81,4 +82,4 @@ dT, dN = sp.Symbol(r"\Delta T", positive=True), sp.Symbol(r"\Delta N", positive=
 #: A draft one token longer lowers time per token: (T + dT)/(N + dN) < T/N.
 LONGER_IS_FASTER = sp.StrictLessThan((T + dT) / (N + dN), T / N)
 #: The same, solved for dT: the marginal rule dT < dN * T / N (i.e. dT/dN < T/N).
-MARGINAL_CONDITION = sp.StrictLessThan(dT, sp.solve(sp.Eq((T + dT) / (N + dN), T / N), dT, simplify=False)[0])
+MARGINAL_CONDITION = sp.StrictLessThan(dT, solve_linear(sp.Eq((T + dT) / (N + dN), T / N), dT))

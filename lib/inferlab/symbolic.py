@@ -8,6 +8,19 @@ from __future__ import annotations
 
 import sympy as sp
 
+
+def solve_linear(eq: sp.Eq | sp.Expr, x: sp.Symbol) -> sp.Expr:
+    """The one solution for ``x`` of ``eq`` (an equation, or an expression equal to zero), unsimplified.
+
+    ``sp.solve``'s final simplify and its solution checks import ``sympy.physics.units`` (0.2-0.5 s per
+    kernel); for an equation with a single root in ``x`` they add nothing (``sp.cancel`` the root where
+    lowest terms read better).
+    """
+    roots = sp.solve(eq, x, simplify=False, check=False)
+    if len(roots) != 1:
+        raise ValueError(f"eq must have exactly one solution for {x}, got {roots}")
+    return roots[0]
+
 # ---- 8.1.2 memory -----------------------------------------------------------------------
 L, H_kv, d_h, s_kv = sp.symbols(r"n_{\mathrm{layer}} H_{\mathrm{kv}} d_h s_{\mathrm{kv}}", positive=True, integer=True)
 n_layer = L  # the number of layers (``L`` is the old Python name; $L$ in the book is the context length)
@@ -56,20 +69,20 @@ STEP_READ_BYTES = D_w + b_s * L_ctx * k_tok
 #: Bytes read per output token: d(b, L) = D_w/b + L*k.
 BYTES_PER_OUTPUT_TOKEN = sp.expand(STEP_READ_BYTES / b_s)
 #: The batch at which the KV reads equal the shared weight reads (before rounding up): D_w / (L*k).
-B_KV = sp.solve(sp.Eq(b_s * L_ctx * k_tok, D_w), b_s, simplify=False)[0]
+B_KV = solve_linear(sp.Eq(b_s * L_ctx * k_tok, D_w), b_s)
 
 F_req, P_peak, beta = sp.symbols("F P beta", positive=True)
 #: Compute time and read time of one decode step of b requests.
 T_COMPUTE = b_s * F_req / P_peak
 T_MEMORY = STEP_READ_BYTES / beta
 #: The batch at which compute time equals read time.
-BATCH_CROSSOVER = sp.solve(sp.Eq(T_COMPUTE, T_MEMORY), b_s, simplify=False)[0]
+BATCH_CROSSOVER = solve_linear(sp.Eq(T_COMPUTE, T_MEMORY), b_s)
 
 F_0, F_slope = sp.symbols("F_0 F_1", positive=True)
 #: One request's FLOP per decode token, linear in its context: F(L) = F_0 + F_1*L.
 DECODE_FLOPS = F_0 + F_slope * L_ctx
 #: The context at which one request's compute time equals its KV read time (weights aside).
-CONTEXT_CROSSOVER = sp.cancel(sp.solve(sp.Eq(DECODE_FLOPS / P_peak, L_ctx * k_tok / beta), L_ctx, simplify=False)[0])
+CONTEXT_CROSSOVER = sp.cancel(solve_linear(sp.Eq(DECODE_FLOPS / P_peak, L_ctx * k_tok / beta), L_ctx))
 
 # ---- 8.2.2 - 8.2.4 iteration time and causal pairs -----------------------------------------
 c_new, h_cached, i_tok = sp.symbols("c h i", positive=True, integer=True)
