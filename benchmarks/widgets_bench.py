@@ -20,8 +20,6 @@ from inferlab.plot import to_png
 from inferlab.widgets import knob_values, settle_heap
 
 
-
-
 def update_s(explorer: Any, overrides: dict[str, Any], repeat: int) -> float:
     """Best-of-``repeat`` seconds of one update: draw with ``overrides`` and render the PNG the widget shows."""
     best = float("inf")
