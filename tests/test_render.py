@@ -94,3 +94,36 @@ def test_caches_stay_bounded():
         to_png(fig)
     info = render.cache_info()
     assert info["renderers"] <= render._MAX_RENDERERS and 0 < info["bitmaps"] <= render._MAX_BITMAPS
+
+
+def test_png_bytes_decode_to_the_same_pixels():
+    rng = np.random.default_rng(0)
+    noisy = rng.integers(0, 256, size=(7, 13, 4), dtype=np.uint8)
+    fig = _figure()
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    plot = np.array(canvas.buffer_rgba())
+    for rgba in (noisy, plot):
+        decoded = np.asarray(Image.open(io.BytesIO(render.png_bytes(rgba))).convert("RGBA"))
+        assert decoded.shape == rgba.shape and (decoded == rgba).all()
+    # a plot's flat colours compress: far below its raw size
+    assert len(render.png_bytes(plot)) < plot.nbytes / 10
+
+
+@pytest.mark.parametrize("bad", [np.zeros((4, 4, 3), np.uint8), np.zeros((4, 4, 4), np.float32), np.zeros(16, np.uint8)])
+def test_png_bytes_refuses_what_is_not_rgba_bytes(bad):
+    with pytest.raises(ValueError, match="rgba"):
+        render.png_bytes(bad)
+
+
+def test_text_is_laid_out_exactly_as_matplotlib_lays_it_out():
+    """The cached font heights give every text, multi-line and turned included, Matplotlib's own box."""
+    fig, ax = new_figure()
+    texts = [ax.set_title("one line"), ax.text(0.2, 0.5, "two\nlines", fontsize=13),
+             ax.text(0.6, 0.5, "three\nspaced\nlines", linespacing=2.0, rotation=90), ax.set_xlabel("x (tokens)")]
+    to_png(fig)  # places the axis label and fills the cache at this dpi
+    plain = FigureCanvasAgg(fig).get_renderer()
+    theirs = [t.get_window_extent(renderer=plain).bounds for t in texts]
+    ours_renderer = render._TextCachingRenderer(*plain.get_canvas_width_height(), fig.dpi)
+    assert [t.get_window_extent(renderer=ours_renderer).bounds for t in texts] == theirs
+    assert render.cache_info()["font_heights"] >= 1

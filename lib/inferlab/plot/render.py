@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import io
 import math
+import struct
 import threading
+import zlib
 from collections import OrderedDict
 from typing import Any
 
@@ -22,6 +24,7 @@ import matplotlib as mpl
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg, get_hinting_flag
 from matplotlib.figure import Figure
+from matplotlib.font_manager import fontManager, get_font
 
 _MAX_BITMAPS = 8192  # distinct strings kept (a few KB each)
 _MAX_RENDERERS = 8  # canvas sizes kept (about 1.3 MB each at the book's sizes)
@@ -32,6 +35,28 @@ class _TextCachingRenderer(RendererAgg):
     """RendererAgg whose text comes from a coverage bitmap made once per string, font, dpi and quarter turn."""
 
     _bitmaps: "OrderedDict[tuple, tuple[np.ndarray, float, float]]" = OrderedDict()
+    _heights: "dict[tuple, tuple[float, float, float] | tuple[None, None, None]]" = {}
+
+    def _get_font_height_metrics(self, prop: Any) -> tuple[float, float, float] | tuple[None, None, None]:
+        """Ascent, descent and line gap of ``prop``'s font at this dpi, as ``Text._get_layout`` computes them.
+
+        Matplotlib asks the renderer first (the hook its PDF backend uses) and otherwise finds the font
+        and reads its tables for every string on every render; here that is done once per font and size.
+        """
+        key = (prop, self.dpi)
+        if key not in self._heights:
+            font = get_font(fontManager._find_fonts_by_props(prop))
+            table, keys = font.get_sfnt_table("OS/2"), ("sTypoLineGap", "sTypoAscender", "sTypoDescender")
+            if table is None:
+                table, keys = font.get_sfnt_table("hhea"), ("lineGap", "ascent", "descent")
+            if table is None:  # neither table: Matplotlib measures "lp" instead
+                return None, None, None
+            scale = 1 / font.get_sfnt_table("head")["unitsPerEm"] * prop.get_size_in_points() * self.dpi / 72
+            gap, ascent, descent = (table[k] for k in keys)
+            if len(self._heights) >= _MAX_BITMAPS:
+                self._heights.clear()
+            self._heights[(prop.copy(), self.dpi)] = (ascent * scale, -descent * scale, gap * scale)
+        return self._heights[key]
 
     def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):  # noqa: D102 - matplotlib's signature
         turns, rest = divmod(angle % 360, 90)
@@ -84,8 +109,28 @@ def _turned(image: np.ndarray, left: float, bottom: float, turns: int) -> tuple[
     return np.ascontiguousarray(np.rot90(image, turns)), min(u0, u1), max(v0, v1)
 
 
+def png_bytes(rgba: np.ndarray, level: int = 1) -> bytes:
+    """An (h, w, 4) uint8 image as PNG: rows unfiltered, deflated at ``level``.
+
+    Pillow chooses a filter for every row, which here took longer than the deflate itself (8 ms of
+    10 for a two-panel figure); a plot's flat colours compress as well without one (the same size).
+    """
+    if rgba.ndim != 3 or rgba.shape[2] != 4 or rgba.dtype != np.uint8:
+        raise ValueError(f"rgba must be an (h, w, 4) uint8 array, got {rgba.dtype} {rgba.shape}")
+    h, w, _ = rgba.shape
+    rows = np.zeros((h, 1 + 4 * w), np.uint8)  # each row: filter type 0, then its pixels
+    rows[:, 1:] = rgba.reshape(h, 4 * w)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", w, h, 8, 6, 0, 0, 0)  # 8 bits per channel, RGBA, no interlace
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows.data, level))
+            + chunk(b"IEND", b""))
+
+
 class _ReusingCanvas(FigureCanvasAgg):
-    """An Agg canvas that takes its renderer from a pool keyed by pixel size and dpi."""
+    """An Agg canvas that takes its renderer from a pool keyed by pixel size and dpi, and writes PNG fast."""
 
     _renderers: "OrderedDict[tuple[int, int, float], _TextCachingRenderer]" = OrderedDict()
 
@@ -101,6 +146,10 @@ class _ReusingCanvas(FigureCanvasAgg):
         self.renderer = pool[key]
         return self.renderer
 
+    def print_png(self, filename_or_obj: Any, **_: Any) -> None:  # to_png asks nothing of print_figure's options
+        FigureCanvasAgg.draw(self)
+        filename_or_obj.write(png_bytes(np.asarray(self.buffer_rgba())))
+
 
 def to_png(fig: Figure, dpi: float | None = None) -> bytes:
     """Render ``fig`` to PNG bytes as laid out (no tight bounding box: one pass), at ``dpi`` or the style's."""
@@ -110,7 +159,7 @@ def to_png(fig: Figure, dpi: float | None = None) -> bytes:
     own = fig.canvas
     with _lock:
         try:
-            _ReusingCanvas(fig).print_figure(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})
+            _ReusingCanvas(fig).print_figure(buf, format="png", dpi=dpi)
         finally:
             fig.set_canvas(own)  # the figure keeps no reference to the shared renderer
     return buf.getvalue()
@@ -118,4 +167,5 @@ def to_png(fig: Figure, dpi: float | None = None) -> bytes:
 
 def cache_info() -> dict[str, Any]:
     """How many text bitmaps and renderers are held (for tests and the benchmark)."""
-    return {"bitmaps": len(_TextCachingRenderer._bitmaps), "renderers": len(_ReusingCanvas._renderers)}
+    return {"bitmaps": len(_TextCachingRenderer._bitmaps), "renderers": len(_ReusingCanvas._renderers),
+            "font_heights": len(_TextCachingRenderer._heights)}
