@@ -1,0 +1,62 @@
+"""new_figure's templates: a redraw unpickles a kept empty figure instead of building Axes and ticks again."""
+
+from __future__ import annotations
+
+import io
+import pickle
+
+import matplotlib as mpl
+import numpy as np
+import pytest
+from PIL import Image
+
+import inferlab.plot as P
+from inferlab.plot import explorer_factories, new_figure, to_png
+
+
+def _pixels(png: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(png)))
+
+
+@pytest.mark.parametrize("name", sorted(explorer_factories()))
+def test_every_explorer_draws_the_same_picture_from_a_template(name):
+    ex = explorer_factories()[name]()
+    P._templates.clear()
+    built = _pixels(to_png(ex.render()))  # first request of each shape: built
+    ex.render()  # second: built, then kept pickled
+    from_template = _pixels(to_png(ex.render()))  # third: unpickled
+    assert any(t.blob is not None for t in P._templates.values())
+    assert from_template.shape == built.shape and (from_template == built).all()
+
+
+def test_each_request_gets_its_own_figure():
+    figs = [new_figure(1, 2, width=6.1, height=2.9) for _ in range(4)]
+    assert len({id(f) for f, _ in figs}) == 4 and len({id(a) for _, axes in figs for a in axes}) == 8
+    (first, (ax, _)), (last, (lx, _)) = figs[-2], figs[-1]  # both unpickled
+    ax.plot([0, 1], [0, 1])
+    ax.set_xscale("log")
+    assert not lx.lines and lx.get_xscale() == "linear" and first is not last
+    assert len(lx.xaxis.majorTicks) >= P._TEMPLATE_TICKS  # ticks come made
+
+
+def test_a_change_of_rcparams_is_not_hidden_by_a_template():
+    for _ in range(3):
+        new_figure(width=5.3, height=2.1)
+    with mpl.rc_context({"axes.labelsize": 17, "axes.facecolor": "#ffeeee"}):
+        _, ax = new_figure(width=5.3, height=2.1)
+        assert ax.get_facecolor()[:3] == mpl.colors.to_rgb("#ffeeee") and ax.xaxis.label.get_size() == 17
+    _, ax = new_figure(width=5.3, height=2.1)
+    assert ax.get_facecolor()[:3] == (1.0, 1.0, 1.0) and ax.xaxis.label.get_size() == P.STYLE["axes.labelsize"]
+
+
+def test_unhashable_options_still_build_a_figure():
+    fig, axes = new_figure(2, 1, width=5.0, height=4.0, gridspec_kw={"height_ratios": [2, 1]})
+    assert len(axes) == 2 and axes[0].get_position().height > axes[1].get_position().height
+
+
+def test_templates_stay_bounded():
+    for i in range(P._MAX_TEMPLATES + 5):
+        for _ in range(2):
+            new_figure(width=3 + 0.01 * i, height=2)
+    assert len(P._templates) <= P._MAX_TEMPLATES
+    assert all(isinstance(pickle.loads(t.blob), mpl.figure.Figure) for t in P._templates.values() if t.blob)
