@@ -84,7 +84,7 @@ def widget_rows(repeat: int) -> list[dict]:
 
     rows = []
     for r in explorer_latencies(repeat):
-        note = f"{r['updates']} updates, best of {repeat} each"
+        note = f"{r['updates']} updates, best of {repeat} passes each"
         rows.append(_row("widget", r["explorer"], "update median", r["median_s"], "s", note))
         rows.append(_row("widget", r["explorer"], "update p95", r["p95_s"], "s", note, has_target=False))
         print(f"{r['explorer']:45s} median {r['median_s'] * 1e3:6.1f} ms  p95 {r['p95_s'] * 1e3:6.1f} ms", flush=True)
@@ -174,7 +174,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=["notebooks", "widgets", "throughput", "pages"],
                         choices=["notebooks", "widgets", "throughput", "pages"])
     parser.add_argument("--notebooks", nargs="*", type=Path, help="notebooks to time (default: all)")
-    parser.add_argument("--repeat", type=int, default=3, help="repeats per widget update (best kept)")
+    parser.add_argument("--repeat", type=int, default=5, help="passes over every widget update (best kept)")
     parser.add_argument("--fresh-clone", action="store_true", help="also time make book / make test in clones")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()

@@ -5,6 +5,10 @@ way the tests find them (every ``*_explorer`` in ``inferlab.plot``). Each knob i
 ``--values`` points of its range (``inferlab.widgets.knob_values``, the others at their defaults);
 each point is timed ``--repeat`` times and its best kept; the median and the 95th percentile over
 all points of an explorer are printed. The target is 50 ms median per update.
+
+The repeats are passes over all points of an explorer, not back-to-back runs of one point: on a shared
+machine a busy spell of a second or two then slows one pass of a point, not all of its repeats. One
+explorer is measured at a time, as a reader moves one at a time (the renderer pool holds a few sizes).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from inferlab.plot import to_png
 from inferlab.widgets import knob_values, settle_heap
 
 
-def update_s(explorer: Any, overrides: dict[str, Any], repeat: int) -> float:
+def update_s(explorer: Any, overrides: dict[str, Any], repeat: int = 1) -> float:
     """Best-of-``repeat`` seconds of one update: draw with ``overrides`` and render the PNG the widget shows."""
     best = float("inf")
     for _ in range(repeat):
@@ -36,14 +40,16 @@ def update_s(explorer: Any, overrides: dict[str, Any], repeat: int) -> float:
 
 
 def explorer_latencies(repeat: int = 3, values: int = 8) -> list[dict[str, Any]]:
-    """Median and p95 update time (s) of every explorer over the range of all its knobs."""
+    """Median and p95 update time (s) of every explorer over the range of all its knobs (best of ``repeat`` passes)."""
     rows = []
     for name, factory in sorted(inferlab.plot.explorer_factories().items()):
         ex = factory()
-        update_s(ex, {}, 1)  # warm caches (fonts, data files) once, as a reader's first move does
+        points = [{knob: v} for knob, control in ex.controls.items() for v in knob_values(control, values)]
+        update_s(ex, {})  # warm caches (fonts, data files) once, as a reader's first move does
         settle_heap()  # as displaying an explorer does
-        times = [update_s(ex, {knob: v}, repeat)
-                 for knob, control in ex.controls.items() for v in knob_values(control, values)]
+        times = np.full(len(points), np.inf)
+        for _ in range(repeat):
+            times = np.minimum(times, [update_s(ex, point) for point in points])
         rows.append({"explorer": name, "updates": len(times), "median_s": float(np.median(times)),
                      "p95_s": float(np.percentile(times, 95))})
     return rows
@@ -51,7 +57,7 @@ def explorer_latencies(repeat: int = 3, values: int = 8) -> list[dict[str, Any]]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--values", type=int, default=8)
     args = parser.parse_args()
     print(f"{'explorer':45s} {'updates':>7s} {'median ms':>9s} {'p95 ms':>7s}")
