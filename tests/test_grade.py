@@ -35,7 +35,9 @@ def graded(tmp_path_factory):
     nbformat.write(submission("8-8", "Ada"), subs / "ada_8-8-task-time.ipynb")
     nbformat.write(submission("8-8", "Bob", wrong=True), subs / "bob_8-8-task-time.ipynb")
     nbformat.write(submission("8-8", "Cy", wrong=True, extra=CHEAT), subs / "cy_8-8-task-time.ipynb")
-    nbformat.write(submission("8-3", "", extra="while True:\n    pass"), subs / "dee_8-3-block-size.ipynb")
+    # a cell that never ends; it sleeps, so its 12 s leave the CPU to the rest of the test suite
+    nbformat.write(submission("8-3", "", extra="import time\nwhile True:\n    time.sleep(0.05)"),
+                   subs / "dee_8-3-block-size.ipynb")
     (subs / "eve_8-1.ipynb").write_text('{"cells": [', encoding="utf-8")
     (subs / "notes.txt").write_text("not a notebook", encoding="utf-8")
     nbformat.write(nbformat.read(notebook_path("8-9"), as_version=4), subs / "fay_8-9.ipynb")
