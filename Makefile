@@ -24,7 +24,7 @@ DROP_STALE_CACHE = @if [ -d $(CACHE) ] && [ -n "$$(find lib data -type f -newer 
 $(STAMP): requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet uv==$(UV_VERSION)
-	$(UV) pip install --quiet --python $(PY) -r requirements.txt
+	$(UV) pip install --quiet --no-deps --python $(PY) -r requirements.txt
 	touch $(STAMP)
 
 # MathJax, require.js and the widget manager, served by the book itself (pinned in web/package-lock.json)
