@@ -60,3 +60,14 @@ def test_templates_stay_bounded():
             new_figure(width=3 + 0.01 * i, height=2)
     assert len(P._templates) <= P._MAX_TEMPLATES
     assert all(isinstance(pickle.loads(t.blob), mpl.figure.Figure) for t in P._templates.values() if t.blob)
+
+
+def test_a_figure_pickle_cannot_copy_is_built_every_time(monkeypatch):
+    def refuse(_obj):
+        raise TypeError("cannot pickle")
+
+    monkeypatch.setattr(P.pickle, "dumps", refuse)
+    figs = [new_figure(width=4.4, height=2.2) for _ in range(3)]
+    assert len({id(f) for f, _ in figs}) == 3 and all(len(f.axes) == 1 for f, _ in figs)
+    (template,) = [t for k, t in P._templates.items() if k[2:4] == (4.4, 2.2)]
+    assert template.blob == b""

@@ -79,7 +79,7 @@ _MAX_TEMPLATES = 32
 @dataclass
 class _Template:
     rc: dict  # the rcParams the template was built under
-    blob: bytes | None = None  # the pickled figure, from its second request on
+    blob: bytes | None = None  # the pickled figure, from its second request on (b"": it cannot be pickled)
 
 
 _templates: "OrderedDict[tuple, _Template]" = OrderedDict()
@@ -101,14 +101,18 @@ def new_figure(nrows: int = 1, ncols: int = 1, width: float = 7.0, height: float
     template = _templates.get(key)
     if template is not None and dict.__eq__(template.rc, mpl.rcParams):
         _templates.move_to_end(key)
-        if template.blob is not None:
+        if template.blob:
             fig = pickle.loads(template.blob)
             return fig, (fig.axes if nrows * ncols > 1 else fig.axes[0])
         fig, axes = _build_figure(nrows, ncols, width, height, subplot_kw)
-        for ax in fig.axes:
-            for axis in (ax.xaxis, ax.yaxis):
-                axis.get_major_ticks(_TEMPLATE_TICKS)
-        template.blob = pickle.dumps(fig)
+        if template.blob is None:  # the second request: keep a copy
+            for ax in fig.axes:
+                for axis in (ax.xaxis, ax.yaxis):
+                    axis.get_major_ticks(_TEMPLATE_TICKS)
+            try:
+                template.blob = pickle.dumps(fig)
+            except (pickle.PicklingError, TypeError, AttributeError):  # something in rcParams pickle cannot copy
+                template.blob = b""  # then this shape is built every time
         return fig, axes
     _templates[key] = _Template(dict.copy(mpl.rcParams))
     if len(_templates) > _MAX_TEMPLATES:
