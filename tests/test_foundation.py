@@ -118,3 +118,19 @@ def test_symbols_print_as_the_notation_page_writes_them() -> None:
     assert round(float(S.STEP_OVERHEAD.subs(step)) * 1e3, 1) == 17.6
     assert round(float(S.MBU.subs(step)), 2) == 0.33
     assert abs(float(S.TPOT.subs({S.t_1: 0.196, S.t_G: 6.9535, S.G: 256})) - 0.0265) < 1e-12
+
+
+def test_argument_checks_take_numbers_of_any_kind_and_refuse_bools_and_non_finite_values():
+    import numpy as np
+
+    from inferlab._validate import non_negative, non_negative_int, positive, positive_int
+
+    assert positive("x", 3) == 3.0 and positive("x", np.float32(0.5)) == 0.5 and non_negative("x", 0) == 0.0
+    assert positive_int("n", np.int64(4)) == 4 and type(positive_int("n", np.int64(4))) is int
+    assert non_negative_int("n", 0) == 0
+    for check, bad in ((positive, 0), (positive, float("nan")), (positive, float("inf")), (positive, True),
+                       (positive, "1"), (non_negative, -1e-9), (non_negative, False), (positive_int, 0),
+                       (positive_int, 2.0), (positive_int, True), (non_negative_int, -1), (non_negative_int, np.float64(1)),
+                       (non_negative_int, False)):
+        with pytest.raises(ValueError, match="^x must|^n must"):
+            check("x" if check in (positive, non_negative) else "n", bad)
