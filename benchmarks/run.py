@@ -84,7 +84,8 @@ def widget_rows(repeat: int) -> list[dict]:
 
     rows = []
     for r in explorer_latencies(repeat):
-        note = f"{r['updates']} updates, best of {repeat} passes each"
+        note = (f"{r['updates']} updates, best of {repeat} passes each; Matplotlib alone, timed beside it: "
+                f"{r['reference_s'] * 1e3:.1f} ms")
         rows.append(_row("widget", r["explorer"], "update median", r["median_s"], "s", note))
         rows.append(_row("widget", r["explorer"], "update p95", r["p95_s"], "s", note, has_target=False))
         print(f"{r['explorer']:45s} median {r['median_s'] * 1e3:6.1f} ms  p95 {r['p95_s'] * 1e3:6.1f} ms", flush=True)

@@ -14,10 +14,12 @@ explorer is measured at a time, as a reader moves one at a time (the renderer po
 from __future__ import annotations
 
 import argparse
+import io
 import time
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 import inferlab.plot
 from inferlab.plot import to_png
@@ -39,8 +41,27 @@ def update_s(explorer: Any, overrides: dict[str, Any], repeat: int = 1) -> float
     return best
 
 
+def reference_s(repeat: int) -> float:
+    """Best-of-``repeat`` seconds of Matplotlib alone: a new one-panel Figure with one line, saved as PNG.
+
+    No inferlab code runs: it measures the machine at that moment, to read the explorers' rows against
+    (this shared machine has spells in which everything takes up to twice as long).
+    """
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fig = Figure(figsize=(7.0, 3.2))
+        fig.subplots().plot([0, 1, 2], [2, 0, 1])
+        fig.savefig(io.BytesIO(), format="png")
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def explorer_latencies(repeat: int = 3, values: int = 8) -> list[dict[str, Any]]:
-    """Median and p95 update time (s) of every explorer over the range of all its knobs (best of ``repeat`` passes)."""
+    """Median and p95 update time (s) of every explorer over the range of all its knobs (best of ``repeat`` passes).
+
+    Each row also carries ``reference_s``, Matplotlib's own figure (``reference_s()``) timed next to the explorer.
+    """
     rows = []
     for name, factory in sorted(inferlab.plot.explorer_factories().items()):
         ex = factory()
@@ -51,7 +72,7 @@ def explorer_latencies(repeat: int = 3, values: int = 8) -> list[dict[str, Any]]
         for _ in range(repeat):
             times = np.minimum(times, [update_s(ex, point) for point in points])
         rows.append({"explorer": name, "updates": len(times), "median_s": float(np.median(times)),
-                     "p95_s": float(np.percentile(times, 95))})
+                     "p95_s": float(np.percentile(times, 95)), "reference_s": reference_s(repeat)})
     return rows
 
 
@@ -60,10 +81,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--values", type=int, default=8)
     args = parser.parse_args()
-    print(f"{'explorer':45s} {'updates':>7s} {'median ms':>9s} {'p95 ms':>7s}")
+    print(f"{'explorer':45s} {'updates':>7s} {'median ms':>9s} {'p95 ms':>7s} {'reference ms':>12s}")
     for row in explorer_latencies(args.repeat, args.values):
-        print(f"{row['explorer']:45s} {row['updates']:7d} {row['median_s'] * 1e3:9.1f} {row['p95_s'] * 1e3:7.1f}",
-              flush=True)
+        print(f"{row['explorer']:45s} {row['updates']:7d} {row['median_s'] * 1e3:9.1f} {row['p95_s'] * 1e3:7.1f} "
+              f"{row['reference_s'] * 1e3:12.1f}", flush=True)
 
 
 if __name__ == "__main__":
