@@ -59,3 +59,15 @@ def test_explorers_make_no_tick_outside_the_view_and_at_most_eight_per_axis(name
             slack = 1e-9 * max(abs(lo), abs(hi))
             assert ((locs >= lo - slack) & (locs <= hi + slack)).all(), (name, axis.axis_name, locs, lo, hi)
             assert len(axis.majorTicks) <= max(len(locs), _TEMPLATE_TICKS) and len(locs) <= 8, (name, axis.axis_name, locs)
+
+
+def test_round_log_ticks_thin_out_as_the_span_grows():
+    from inferlab.plot.ticks import round_log_ticks
+
+    narrow = round_log_ticks(np.array([1.5, 9.0]))  # under a decade: 1-2-3-5
+    assert {1.0, 2.0, 3.0, 5.0} <= set(narrow)
+    assert set(round_log_ticks(np.array([1.0, 100.0]))) >= {1.0, 3.0, 10.0, 30.0, 100.0}  # two decades: 1-3
+    wide = round_log_ticks(np.array([0.01, 1000.0]))  # five decades: powers of ten only
+    assert all(np.isclose(np.log10(t), round(np.log10(t))) for t in wide)
+    with pytest.raises(ValueError, match="values"):
+        round_log_ticks(np.array([0.0, 1.0]))

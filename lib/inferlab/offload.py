@@ -15,6 +15,7 @@ import pandas as pd
 import sympy as sp
 
 from ._validate import fraction, non_negative, non_negative_int, positive, positive_int
+from .symbolic import solve_linear
 
 # ---- capacity -------------------------------------------------------------------------------
 
@@ -105,8 +106,8 @@ def decompress_threshold_symbolic() -> tuple[sp.Expr, sp.Expr]:
     """(rho D/beta_link + D/R_dec < D/beta_link, the threshold R_dec = beta_link/(1 - rho) solved by sympy)."""
     D, r, B, R = sp.symbols(r"D \rho \beta_{\mathrm{link}} R_{\mathrm{dec}}", positive=True)
     ineq = sp.Lt(r * D / B + D / R, D / B)
-    inv_R = sp.Dummy("inv_R", positive=True)  # linear in 1/R: solved without checksol, which imports sympy.physics
-    solved = 1 / sp.solve(sp.Eq(ineq.lhs, ineq.rhs).subs(R, 1 / inv_R), inv_R, simplify=False, check=False)[0]
+    inv_R = sp.Dummy("inv_R", positive=True)  # the equation is linear in 1/R: one root
+    solved = 1 / solve_linear(sp.Eq(ineq.lhs, ineq.rhs).subs(R, 1 / inv_R), inv_R)
     threshold = B / (1 - r)
     if sp.cancel(solved - threshold) != 0:  # pragma: no cover - guards the closed form below
         raise ArithmeticError("sympy's threshold differs from beta_link / (1 - rho)")

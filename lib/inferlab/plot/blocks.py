@@ -26,7 +26,7 @@ from ..units import GB, GiB, MiB, ms
 from ..workloads import agent_workload
 from . import COLORS, add_boxes, caption, deadline_line, new_figure
 from .legibility import MIN_LABEL_PT, PAGE_WIDTH_IN, legible, smallest_label_pt  # noqa: F401 (re-exported)
-from .ticks import InView, few_ticks
+from .ticks import InView, few_ticks, round_log_ticks
 
 _EDGE = "#555555"
 
@@ -493,14 +493,6 @@ def draw_cache_choice(a: PrefixCost, b: PrefixCost, n_b: int, p_a: float, p_b: f
     return caption(fig, figure) if figure else fig
 
 
-def _log_ticks(values: np.ndarray) -> list[float]:
-    """Round ticks for a log axis over ``values``: 1-2-3-5, 1-3 or 1 per decade, the densest that spans 2.5 decades."""
-    lo, hi = (np.log10(values.min()), np.log10(values.max())) if values.size else (0.0, 1.0)
-    span = hi - lo
-    mantissas = (1, 2, 3, 5) if span <= 1.4 else (1, 3) if span <= 2.6 else (1,)
-    return [m * 10.0 ** k for k in range(int(np.floor(lo)) - 1, int(np.ceil(hi)) + 1) for m in mantissas]
-
-
 def draw_keep_or_recompute(lengths: Sequence[int], ratios: dict[str, Sequence[float]],
                            thresholds: dict[str, float], figure: str = "") -> Figure:
     """T_rec / T_fetch against prefix length per link, with the (p_h + mu) / p_h lines above which keeping pays."""
@@ -519,7 +511,7 @@ def draw_keep_or_recompute(lengths: Sequence[int], ratios: dict[str, Sequence[fl
     # labelled ticks only, about six (unlabelled minor ticks cost as much as labelled ones)
     ax.xaxis.set_minor_locator(NullLocator())
     ys = np.concatenate([np.ravel(r) for r in ratios.values()] + [np.ravel(list(thresholds.values()))])
-    ax.yaxis.set_major_locator(InView(FixedLocator(_log_ticks(ys[np.isfinite(ys) & (ys > 0)]))))
+    ax.yaxis.set_major_locator(InView(FixedLocator(round_log_ticks(ys[np.isfinite(ys) & (ys > 0)]))))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("prefix length (tokens)")

@@ -47,8 +47,7 @@ def load_view(records: pd.DataFrame, deadline_s: float, title: str) -> Figure:
         return caption(fig, title)
     t, n = serving.in_system_curve(records)
     ax2.step(t, n, where="post", color=COLORS["prefill"], lw=1.2)
-    start, end = serving.observation_window(records)
-    mean_n = serving.time_average_in_system(records, start, end)
+    mean_n = serving.mean_in_system(records)
     ax2.axhline(mean_n, color=COLORS["highlight"], ls=":", lw=1.5)
     ax2.set_title(f"dotted: time average, {mean_n:.1f}", fontsize=9, color=COLORS["highlight"])  # a legend costs more
     ax2.set(xlabel="time (s)", ylabel="requests in system")

@@ -13,7 +13,7 @@ from matplotlib.ticker import Locator, LogLocator, MaxNLocator, NullLocator
 
 from .._validate import positive_int
 
-__all__ = ["InView", "few_ticks", "decade_ticks"]
+__all__ = ["InView", "few_ticks", "decade_ticks", "round_log_ticks"]
 
 _STEPS = [1, 2, 2.5, 5, 10]  # Matplotlib's AutoLocator's: 1, 2, 2.5 or 5 times a power of ten
 
@@ -57,3 +57,17 @@ def decade_ticks(ax: Axes, which: str = "y") -> None:
         axis.set_major_locator(InView(LogLocator(base=10.0, subs=(1.0,))))
         axis.set_minor_locator(NullLocator())
 
+
+def round_log_ticks(values: np.ndarray) -> list[float]:
+    """Round tick values for a log axis over positive ``values``: 1-2-3-5, 1-3 or 1 per decade.
+
+    The densest pattern that keeps about six ticks: up to 1.4 decades, up to 2.6, or more.
+    Values just outside the data are included; wrap the locator in ``InView`` to draw only those in view.
+    """
+    v = np.asarray(values, dtype=float)
+    if v.size and not (np.isfinite(v).all() and (v > 0).all()):
+        raise ValueError("values must be finite and > 0")
+    lo, hi = (np.log10(v.min()), np.log10(v.max())) if v.size else (0.0, 1.0)
+    span = hi - lo
+    mantissas = (1, 2, 3, 5) if span <= 1.4 else (1, 3) if span <= 2.6 else (1,)
+    return [m * 10.0 ** k for k in range(int(np.floor(lo)) - 1, int(np.ceil(hi)) + 1) for m in mantissas]

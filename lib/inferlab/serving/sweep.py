@@ -89,7 +89,7 @@ def goodput_at(rate_per_s: float, deadline_s: float = 3.0, accuracy: float = 7 /
     positive_int("windows", windows)
     rows = {}
     for policy in policies:
-        per = [completion_and_goodput(serve(retrieval_window(rate_per_s, seed=w)[0], policy, deadline_s=deadline_s, correct=accuracy,
-                           seed=w)) for w in range(windows)]
+        per = [completion_and_goodput(serve(retrieval_window(rate_per_s, seed=w)[0], policy, deadline_s=deadline_s,
+                                            correct=accuracy, seed=w)) for w in range(windows)]
         rows[policy] = pd.Series(np.median(per, axis=0), index=["completion_rps", "goodput_rps"])
     return pd.DataFrame(rows).T.rename_axis("policy")
