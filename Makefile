@@ -19,7 +19,7 @@ export PYTHONDONTWRITEBYTECODE :=
 DROP_STALE_CACHE = @if [ -d $(CACHE) ] && [ -n "$$(find lib data -type f -newer $(CACHE) | head -1)" ]; then \
 	rm -rf $(CACHE); fi
 
-.PHONY: setup book test unit notebooks outputs-check build-check browser chromium lab bench clean strip
+.PHONY: setup book test unit notebooks notebooks-run book-check outputs-check build-check browser chromium lab bench clean strip
 
 $(STAMP): requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
@@ -44,21 +44,28 @@ setup:
 book: setup  ## execute every notebook and build the HTML into _build/html
 	$(DROP_STALE_CACHE)
 	@# an empty cache is filled by nbmake on $(JOBS) cores (conftest.py stores each run), not one notebook at a time
-	@if [ ! -d $(CACHE) ]; then $(PY) -m pytest --nbmake --nbmake-timeout=300 -n $(JOBS) -q $(NOTEBOOKS); fi
+	@if [ ! -d $(CACHE) ]; then $(MAKE) --no-print-directory notebooks-run; fi
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 
 # Each notebook executes once: nbmake runs it and stores it in the book's cache (conftest.py), the build reuses it.
-# Unit tests and notebooks share one pytest run, so its workers stay busy to the end.
-test: setup $(TORCH) outputs-check  ## every test (pytest closes the run)
+# Two chains share the two cores (make -j2): the unit tests, and notebooks -> book build -> browser test.
+# The book chain has single-threaded stretches (the build, Chromium waiting on a page); the unit tests fill them.
+test: setup $(TORCH) outputs-check  ## every test
 	rm -rf $(CACHE)
-	$(PY) -m pytest tests $(NOTEBOOKS) --nbmake --nbmake-timeout=300 -m "not book" -n $(JOBS) -q
-	$(MAKE) --no-print-directory build-check browser
+	@$(MAKE) --no-print-directory -j2 --output-sync=target unit book-check
+
+# the built book checked end to end: every notebook (nbmake fills the cache), the -W build, the browser test
+book-check: $(STAMP) $(WEB)
+	@$(MAKE) --no-print-directory notebooks-run build-check browser
 
 unit: $(STAMP) $(TORCH) $(WEB)
-	$(PY) -m pytest tests -m "not notebook and not book" -n $(JOBS) -q
+	$(PY) -m pytest tests -m "not book" -n $(JOBS) -q
 
 notebooks: $(STAMP)
 	rm -rf $(CACHE)
+	@$(MAKE) --no-print-directory notebooks-run
+
+notebooks-run:
 	$(PY) -m pytest --nbmake --nbmake-timeout=300 -n $(JOBS) -q $(NOTEBOOKS)
 
 outputs-check: $(STAMP)

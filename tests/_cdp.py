@@ -76,12 +76,8 @@ class Tab:
 
     def errors(self) -> list[str]:
         """Console errors, uncaught exceptions and failed loads seen since the last ``goto``."""
-        self.ws.settimeout(0.2)
-        try:
-            while True:
-                self.events.append(json.loads(self.ws.recv()))
-        except (websocket.WebSocketTimeoutException, TimeoutError):
-            pass
+        # a round trip through the page's event loop: what the page logged before it arrives first
+        self.eval("new Promise(r => setTimeout(r, 50))")
         found = []
         for msg in self.events:
             method, params = msg.get("method"), msg.get("params", {})

@@ -11,7 +11,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import pytest
 from bs4 import BeautifulSoup
@@ -112,6 +112,15 @@ def test_page_renders_offline(tab: tuple[Tab, str], page: str) -> None:
         assert slider["changed"] and slider["relabelled"], f"{page}: moving the offline slider changed nothing"
         assert "Try it live" in slider["caption"]
     assert browser.errors() == [], f"{page}: console errors"
+
+
+def test_the_error_log_catches_errors_logged_during_and_just_after_load(tab: tuple[Tab, str]) -> None:
+    browser, _ = tab
+    page = ("<script>console.error('during load');"
+            "addEventListener('load', () => setTimeout(() => { throw new Error('just after load'); }, 10));</script>")
+    browser.goto("data:text/html," + quote(page))
+    found = " ".join(browser.errors())
+    assert "during load" in found and "just after load" in found, found
 
 
 def _target(page: str, href: str) -> tuple[Path, str] | None:
