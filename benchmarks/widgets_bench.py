@@ -1,4 +1,4 @@
-"""Widget update latency: draw + PNG render of every section explorer over the range of each of its knobs.
+"""Widget update latency: the frame a slider move draws, and its PNG, for every explorer over each knob's range.
 
 Run: `.venv/bin/python benchmarks/widgets_bench.py [--repeat N] [--values N]`. Explorers are found the
 way the tests find them (every ``*_explorer`` in ``inferlab.plot``). Each knob is moved over
@@ -27,12 +27,16 @@ from inferlab.widgets import knob_values, settle_heap
 
 
 def update_s(explorer: Any, overrides: dict[str, Any], repeat: int = 1) -> float:
-    """Best-of-``repeat`` seconds of one update: draw with ``overrides`` and render the PNG the widget shows."""
+    """Best-of-``repeat`` seconds of one update: the frame the widget shows for ``overrides`` and its PNG.
+
+    ``Explorer.frame`` is what a slider move runs: a new draw, or for an explorer with an update path
+    its figure redrawn in place (tested to give a new draw's pixels).
+    """
     best = float("inf")
     for _ in range(repeat):
         t0 = time.perf_counter()
         try:
-            result = explorer.render(**overrides)
+            result = explorer.frame(**overrides)
         except ValueError:  # the widget shows a message instead: the cost is the failed draw
             result = None
         if hasattr(result, "savefig"):

@@ -43,6 +43,16 @@ def test_the_8_1_explorers_are_found() -> None:
     assert {"timeline.request_explorer", "timeline.capacity_explorer", "timeline.batch_explorer"} <= set(FACTORIES)
 
 
+def _same_as_the_widget_shows(explorer, overrides: dict, fresh_png: bytes) -> bool:
+    """For an explorer that redraws in place: its next frame has exactly the pixels of a new draw.
+
+    Returns whether the frame reused the figure shown before it (the in-place path ran)."""
+    before = explorer._shown
+    shown = explorer.frame(**overrides)
+    assert to_png(shown) == fresh_png, f"redrawn in place, {overrides} differs from a new draw"
+    return before is not None and shown is before
+
+
 @pytest.mark.parametrize("name", sorted(FACTORIES))
 def test_every_explorer_at_its_extremes(name: str) -> None:
     explorer = FACTORIES[name]()
@@ -50,20 +60,77 @@ def test_every_explorer_at_its_extremes(name: str) -> None:
     for args, result in explorer.sweep():
         assert result is not None, args
         if isinstance(result, Figure):
-            assert to_png(result)[:4] == b"\x89PNG"
+            png = to_png(result)
+            assert png[:4] == b"\x89PNG"
+            if explorer.update is not None:
+                _same_as_the_widget_shows(explorer, args, png)
 
 
 @pytest.mark.parametrize("name", sorted(FACTORIES))
 def test_every_explorer_at_pairs_of_extremes(name: str) -> None:
-    """Two knobs at once reach combinations one-at-a-time sweeps miss; each must draw or raise ValueError."""
+    """Two knobs at once reach combinations one-at-a-time sweeps miss; each must draw or raise ValueError.
+
+    An explorer that redraws in place is walked through them in turn, each frame checked against a new draw."""
     explorer = FACTORIES[name]()
-    for overrides in explorer.corners():
+    reused = 0
+    corners = list(explorer.corners())
+    for overrides in corners:
         try:
             result = explorer.render(**overrides)
         except ValueError as err:  # rejected by name: the widget shows the message instead of a figure
             assert str(err), overrides
+            if explorer.update is not None:
+                with pytest.raises(ValueError):
+                    explorer.frame(**overrides)
         else:
             assert result is not None, overrides
+            if explorer.update is not None:
+                reused += _same_as_the_widget_shows(explorer, overrides, to_png(result))
+    if explorer.update is not None:
+        assert reused >= len(corners) // 2, f"only {reused} of {len(corners)} frames were redrawn in place"
+
+
+def test_the_two_slowest_explorers_redraw_in_place() -> None:
+    assert FACTORIES["roofline.weight_reuse_explorer"]().update is not None
+    assert FACTORIES["serving.arrivals_explorer"]().update is not None
+
+
+def test_frame_updates_in_place_falls_back_to_a_new_draw_and_keeps_only_figures() -> None:
+    from matplotlib.figure import Figure as F
+
+    drawn, updated = [], []
+
+    def draw(n: int) -> F:
+        if n > 3:
+            raise ValueError("n must be at most 3")
+        drawn.append(n)
+        fig = F()
+        fig.n = n
+        return fig
+
+    def update(fig: F, n: int) -> bool:
+        if n > 3:
+            raise ValueError("n must be at most 3")
+        if n == 1:  # a picture of its own: draw anew
+            return False
+        updated.append(n)
+        fig.n = n
+        return True
+
+    ex = widgets.explore(draw, update, n=widgets.int_slider("n", 1, 5, 2))
+    first = ex.frame()
+    assert ex.frame(n=3) is first and first.n == 3 and updated == [3] and drawn == [2]
+    with pytest.raises(ValueError, match="n must be at most 3"):
+        ex.frame(n=5)
+    assert ex.frame(n=2) is first  # a rejected value left the shown figure as it was
+    other = ex.frame(n=1)
+    assert other is not first and drawn == [2, 1]
+    ex.controls["n"].value = 5
+    assert "n must be at most 3" in ex.displayable().data  # the widget's path: a message, no figure
+    with pytest.raises(ValueError, match="update"):
+        widgets.explore(draw, "not a function", n=widgets.int_slider("n", 1, 5, 2))
+    text = widgets.explore(lambda n: f"n = {n}", lambda fig, n: True, n=widgets.int_slider("n", 1, 5, 2))
+    assert text.frame() == "n = 2" and text.frame(n=3) == "n = 3"  # only figures are kept to redraw
 
 
 def test_a_rejected_combination_renders_as_a_message() -> None:
@@ -104,3 +171,34 @@ def test_showing_a_live_explorer_freezes_the_heap_once(monkeypatch) -> None:
         assert gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()
+
+
+def test_captioning_again_sizes_the_figure_as_a_first_caption_does() -> None:
+    from inferlab.plot import caption, new_figure
+
+    once, _ = new_figure(width=6.0, height=3.0)
+    caption(once, "short")
+    twice, _ = new_figure(width=6.0, height=3.0)
+    caption(twice, "a caption long enough to wrap onto a second line and a third " * 3)
+    caption(twice, "short")
+    assert tuple(twice.get_size_inches()) == tuple(once.get_size_inches())
+    assert twice.subplotpars.top == once.subplotpars.top and twice.subplotpars.bottom == once.subplotpars.bottom
+    assert twice._suptitle.get_text() == "short" and len(twice.texts) == len(once.texts)
+
+
+def test_refresh_legend_rebuilds_only_when_an_entry_changed() -> None:
+    from inferlab.plot import new_figure, refresh_legend
+
+    _, ax = new_figure()
+    line, = ax.plot([0, 1], [0, 1], color="red", label="a")
+    refresh_legend(ax, loc="upper left")
+    first = ax.get_legend()
+    refresh_legend(ax, loc="upper left")
+    assert ax.get_legend() is first
+    line.set_color("blue")
+    refresh_legend(ax, loc="upper left")
+    assert ax.get_legend() is not first
+    second = ax.get_legend()
+    line.set_label("_hidden")
+    refresh_legend(ax, loc="upper left")
+    assert ax.get_legend() is not second and [t.get_text() for t in ax.get_legend().get_texts()] == []

@@ -172,7 +172,11 @@ class Explorer:
 
     draw: Callable[..., Any]
     controls: dict[str, w.ValueWidget]
+    #: ``update(figure, **values) -> bool``: redraw a figure ``draw`` made, in place, for new values; False
+    #: (figure untouched) where it cannot. Keeping the artists saves building them on every slider move.
+    update: Callable[..., bool] | None = None
     _handle: Any = field(default=None, init=False, repr=False)
+    _shown: Any = field(default=None, init=False, repr=False)
 
     def values(self) -> dict[str, Any]:
         """Current value of every control, by keyword."""
@@ -181,6 +185,18 @@ class Explorer:
     def render(self, **overrides: Any) -> Any:
         """Call ``draw`` with the current values, overridden by ``overrides``."""
         return self.draw(**{**self.values(), **overrides})
+
+    def frame(self, **overrides: Any) -> Any:
+        """What the widget shows for the current values (``overrides`` on top): the figure shown last,
+        redrawn in place where ``update`` can, else a new ``draw``. Tested to give ``render``'s pixels."""
+        values = {**self.values(), **overrides}
+        if self.update is not None and self._shown is not None and self.update(self._shown, **values):
+            return self._shown
+        self._shown = None  # a failed draw leaves nothing to update
+        result = self.draw(**values)
+        if isinstance(result, Figure) and self.update is not None:
+            self._shown = result
+        return result
 
     def sweep(self) -> Iterator[tuple[dict[str, Any], Any]]:
         """Render each control at each of its extremes (the others at their defaults)."""
@@ -200,7 +216,7 @@ class Explorer:
     def displayable(self) -> Any:
         """The current result, a Figure rendered once to PNG; a ValueError from the knobs becomes a message."""
         try:
-            result = self.render()
+            result = self.frame()
         except ValueError as err:
             from IPython.display import Markdown
 
@@ -258,8 +274,13 @@ class Explorer:
             control.observe(self._update, names="value")
 
 
-def explore(draw: Callable[..., Any], **controls: w.ValueWidget) -> Explorer:
-    """Wire ``controls`` (keyword = argument of ``draw``) to ``draw``; display the result to get the widget."""
+def explore(draw: Callable[..., Any], update: Callable[..., bool] | None = None, **controls: w.ValueWidget) -> Explorer:
+    """Wire ``controls`` (keyword = argument of ``draw``) to ``draw``; display the result to get the widget.
+
+    ``update(figure, **values) -> bool`` optionally redraws a figure of ``draw`` in place (``Explorer.frame``).
+    """
     if not controls:
         raise ValueError("controls must name at least one widget")
-    return Explorer(draw, dict(controls))
+    if update is not None and not callable(update):
+        raise ValueError(f"update must be callable or None, got {update!r}")
+    return Explorer(draw, dict(controls), update)

@@ -18,6 +18,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import AutoLocator
 
 from .render import to_png
@@ -143,21 +144,42 @@ def _apply_style(ax: Axes) -> None:
 
 
 def caption(fig: Figure, text: str) -> Figure:
-    """Put a caption ("Figure 8-5: ...") above the figure, wrapped to its width; the figure grows to make room."""
+    """Put a caption ("Figure 8-5: ...") above the figure, wrapped to its width; the figure grows to make room.
+
+    Captioning again (a figure redrawn in place) replaces the caption and sizes the figure from its
+    uncaptioned size, as a first caption would.
+    """
     wrapped = textwrap.fill(text, int(fig.get_figwidth() * 12))
-    w, h = fig.get_size_inches()
+    if not hasattr(fig, "_inferlab_uncaptioned"):
+        w, h = fig.get_size_inches()
+        fig._inferlab_uncaptioned = (w, h, (1 - fig.subplotpars.top) * h, fig.subplotpars.bottom * h)
+    w, h, top_in, bottom_in = fig._inferlab_uncaptioned
     extra = 0.19 * (wrapped.count("\n") + 1) + 0.1
-    top_in, bottom_in = (1 - fig.subplotpars.top) * h, fig.subplotpars.bottom * h
     fig.set_size_inches(w, h + extra)
     fig.subplots_adjust(top=1 - (top_in + extra) / (h + extra), bottom=bottom_in / (h + extra))
     fig.suptitle(wrapped, fontsize=10, ha="center", va="top", y=1 - 0.06 / (h + extra), color="#222222")
     return fig
 
 
-def deadline_line(ax: Axes, x: float, label: str = "deadline", vertical: bool = True) -> None:
+def refresh_legend(ax: Axes, **style) -> None:
+    """Give ``ax`` a legend of its labelled artists as they are now (``style``: ``Axes.legend`` keywords).
+
+    For figures redrawn in place: the legend is rebuilt only when an entry changed (label, colour, line
+    style, marker), since building one costs a few ms and most slider moves leave it as it was.
+    """
+    handles, labels = ax.get_legend_handles_labels()
+    key = (tuple(labels), tuple(id(h) for h in handles),
+           tuple((h.get_color(), h.get_linestyle(), h.get_linewidth(), h.get_marker())
+                 if hasattr(h, "get_marker") else () for h in handles), tuple(sorted(style.items())))
+    legend = ax.get_legend()
+    if legend is None or getattr(legend, "_inferlab_key", None) != key:
+        ax.legend(handles, labels, **style)._inferlab_key = key
+
+
+def deadline_line(ax: Axes, x: float, label: str = "deadline", vertical: bool = True) -> Line2D:
     """Draw a dashed red limit line (a deadline or a memory budget) with its label."""
     line = ax.axvline if vertical else ax.axhline
-    line(x, color=COLORS["deadline"], ls="--", lw=1.2, label=label)
+    return line(x, color=COLORS["deadline"], ls="--", lw=1.2, label=label)
 
 
 def add_boxes(ax: Axes, x0, y0, x1, y1, **style) -> PolyCollection:

@@ -14,7 +14,7 @@ from .._validate import one_of
 from ..hardware import ACCELERATORS, NVLINK_C2C, PCIE_GEN4_X16, PCIE_GEN5_X16
 from ..units import GiB
 from ..widgets import Explorer, choice, explore, float_slider, int_slider, log_slider
-from . import COLORS, caption, deadline_line, new_figure
+from . import COLORS, caption, deadline_line, new_figure, refresh_legend
 from .ticks import InView, few_ticks
 
 #: Where the shared prefix's KV waits before the batch: on the device, or in host memory behind a link.
@@ -28,44 +28,91 @@ POLICY_LABELS = {"one-at-a-time": "one at a time", "continuous": "continuous (wh
 def load_view(records: pd.DataFrame, deadline_s: float, title: str) -> Figure:
     """Two panels: each request's time in the system against its arrival; requests in the system over time."""
     fig, (ax1, ax2) = new_figure(1, 2, width=8.0, height=3.2)
-    served = records.dropna(subset=["finish_s"])
-    late = (served["latency_s"] > deadline_s).to_numpy()
-    arrival, latency = served["arrival_s"].to_numpy(), served["latency_s"].to_numpy()
-    # marker lines, not scatter: the same dots at a fifth of the drawing cost of a redraw
-    ax1.plot(arrival[~late], latency[~late], "o", ms=4.2, color=COLORS["decode"], label="on time")
-    ax1.plot(arrival[late], latency[late], "o", ms=4.2, color=COLORS["deadline"], label="late")
-    turned = records[records["status"].isin(["rejected", "redirected"])]
-    if len(turned):
-        ax1.plot(turned["arrival_s"].to_numpy(), np.zeros(len(turned)), "x", ms=4.5, mew=1.5, color="#444444",
-                 label="turned away")
-    deadline_line(ax1, deadline_s, vertical=False)
-    ax1.set(xlabel="scheduled arrival (s)", ylabel="time in system (s)")
-    ax1.legend(loc="upper left")
-    few_ticks(ax1, x=5, y=5)
-    if served.empty:
+    served = bool(records["finish_s"].notna().any())
+    _LoadView(ax1, ax2 if served else None).set(records, deadline_s, title)
+    if not served:
         ax2.text(0.5, 0.5, "no request was served", ha="center", va="center", transform=ax2.transAxes)
-        return caption(fig, title)
-    t, n = serving.in_system_curve(records)
-    ax2.step(t, n, where="post", color=COLORS["prefill"], lw=1.2)
-    mean_n = serving.mean_in_system(records)
-    ax2.axhline(mean_n, color=COLORS["highlight"], ls=":", lw=1.5)
-    ax2.set_title(f"dotted: time average, {mean_n:.1f}", fontsize=9, color=COLORS["highlight"])  # a legend costs more
-    ax2.set(xlabel="time (s)", ylabel="requests in system")
-    few_ticks(ax2, x=6, y=None)
-    few_ticks(ax2, x=None, y=5, integer=True)
-    return caption(fig, title)
+    return fig
 
 
-def arrivals_view(rate_per_s: float = 4.0, kv_budget_gib: float = 12.0, deadline_s: float = 7.0,
-                  policy: str = "chunked", admission_control: bool = False) -> Figure:
-    """Forty short requests of the running example arriving as a Poisson stream, served by one policy."""
+class _LoadView:
+    """``load_view``'s artists, built once and redrawn in place by ``set`` (a slider move keeps them).
+
+    ``ax2`` is None when no request was served: the right panel then holds only a note.
+    """
+
+    def __init__(self, ax1, ax2) -> None:
+        self.ax1, self.ax2, self.fig = ax1, ax2, ax1.figure
+        # marker lines, not scatter: the same dots at a fifth of the drawing cost of a redraw
+        self.on_time, = ax1.plot([], [], "o", ms=4.2, color=COLORS["decode"], label="on time")
+        self.late, = ax1.plot([], [], "o", ms=4.2, color=COLORS["deadline"], label="late")
+        self.turned, = ax1.plot([], [], "x", ms=4.5, mew=1.5, color="#444444")
+        self.deadline = deadline_line(ax1, 1.0, vertical=False)
+        ax1.set(xlabel="scheduled arrival (s)", ylabel="time in system (s)")
+        few_ticks(ax1, x=5, y=5)
+        if ax2 is not None:
+            self.curve, = ax2.step([], [], where="post", color=COLORS["prefill"], lw=1.2)
+            self.mean = ax2.axhline(0.0, color=COLORS["highlight"], ls=":", lw=1.5)
+            ax2.set(xlabel="time (s)", ylabel="requests in system")
+            few_ticks(ax2, x=6, y=None)
+            few_ticks(ax2, x=None, y=5, integer=True)
+        self.fig._inferlab_parts = self
+
+    def set(self, records: pd.DataFrame, deadline_s: float, title: str) -> bool:
+        """Show ``records``; False (nothing changed) where they need the other picture (someone served or not)."""
+        status, arrival = records["status"].to_numpy(), records["arrival_s"].to_numpy(float)
+        latency, served = records["latency_s"].to_numpy(float), records["finish_s"].notna().to_numpy()
+        if served.any() != (self.ax2 is not None):
+            return False
+        late = latency > deadline_s
+        self.on_time.set_data(arrival[served & ~late], latency[served & ~late])
+        self.late.set_data(arrival[served & late], latency[served & late])
+        turned = np.isin(status, ["rejected", "redirected"])
+        self.turned.set(data=(arrival[turned], np.zeros(turned.sum())),
+                        label="turned away" if turned.any() else "_turned away")
+        self.deadline.set_ydata([deadline_s] * 2)
+        self.ax1.relim()
+        self.ax1.autoscale_view()
+        refresh_legend(self.ax1, loc="upper left")
+        if self.ax2 is not None:
+            t, n = serving.in_system_curve(records)
+            self.curve.set_data(t, n)
+            mean_n = serving.mean_in_system(records)
+            self.mean.set_ydata([mean_n] * 2)
+            self.ax2.set_title(f"dotted: time average, {mean_n:.1f}", fontsize=9,
+                               color=COLORS["highlight"])  # a legend costs more
+            self.ax2.relim()
+            self.ax2.autoscale_view()
+        caption(self.fig, title)
+        return True
+
+
+def _arrivals(rate_per_s: float, kv_budget_gib: float, deadline_s: float, policy: str,
+              admission_control: bool) -> tuple[pd.DataFrame, str]:
     reqs = serving.poisson_requests(rate_per_s, 40, example.SHORT.prompt_tokens, 64, seed=7)
     records = serving.serve(reqs, policy, kv_budget_bytes=kv_budget_gib * GiB, deadline_s=deadline_s,
                             admission_control="reject" if admission_control else None)
     # the two numbers of the title, not the whole serving.summarize (percentiles the figure does not show)
     title = (f"{rate_per_s:g} requests/s, {POLICY_LABELS[policy]}: {int(records['on_time'].sum())} of 40 on time, "
              f"mean {serving.mean_in_system(records):.1f} in the system")
+    return records, title
+
+
+def arrivals_view(rate_per_s: float = 4.0, kv_budget_gib: float = 12.0, deadline_s: float = 7.0,
+                  policy: str = "chunked", admission_control: bool = False) -> Figure:
+    """Forty short requests of the running example arriving as a Poisson stream, served by one policy."""
+    records, title = _arrivals(rate_per_s, kv_budget_gib, deadline_s, policy, admission_control)
     return load_view(records, deadline_s, title)
+
+
+def update_arrivals(fig: Figure, rate_per_s: float = 4.0, kv_budget_gib: float = 12.0, deadline_s: float = 7.0,
+                    policy: str = "chunked", admission_control: bool = False) -> bool:
+    """Redraw an ``arrivals_view`` figure in place for new knob values (the explorer's slider path)."""
+    view = getattr(fig, "_inferlab_parts", None)
+    if not isinstance(view, _LoadView):
+        return False
+    records, title = _arrivals(rate_per_s, kv_budget_gib, deadline_s, policy, admission_control)
+    return view.set(records, deadline_s, title)
 
 
 def goodput_view(ours: pd.DataFrame, chapter: pd.DataFrame | None = None) -> Figure:
@@ -190,7 +237,7 @@ def amdahl_explorer_view(decode_share: float = 0.5, max_speedup: float = 16.0) -
 
 def arrivals_explorer() -> Explorer:
     """Arrival rate, KV budget, deadline and policy for a stream of short requests (8.6.1)."""
-    return explore(arrivals_view,
+    return explore(arrivals_view, update_arrivals,
                    rate_per_s=float_slider("arrival rate", 0.5, 16.0, 4.0, 0.5, unit="req/s"),
                    kv_budget_gib=float_slider("KV budget", 0.5, 12.0, 12.0, 0.5, unit="GiB"),
                    deadline_s=float_slider("deadline", 1.0, 12.0, 7.0, 0.5, unit="s"),

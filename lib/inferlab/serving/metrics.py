@@ -38,10 +38,23 @@ def _check(records: pd.DataFrame) -> pd.DataFrame:
 def observation_window(records: pd.DataFrame) -> tuple[float, float]:
     """(start, end) of observation: first scheduled arrival to the last finish (or last arrival if none finished)."""
     r = _check(records)
-    start = float(r["arrival_s"].min())
-    finishes = r["finish_s"].dropna()
-    end = max(float(finishes.max()) if len(finishes) else start, float(r["arrival_s"].max()))
+    arrivals, finishes = r["arrival_s"].to_numpy(float), _finishes(r)
+    start = float(arrivals.min())
+    end = max(float(finishes.max()) if len(finishes) else start, float(arrivals.max()))
     return start, end
+
+
+def _finishes(r: pd.DataFrame) -> np.ndarray:
+    """Finish times of the served requests (numpy: a slider redraw calls this several times)."""
+    f = r["finish_s"].to_numpy(float)
+    return f[~np.isnan(f)]
+
+
+def _served_spans(r: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(arrival, finish) of every served request."""
+    arrivals, finishes = r["arrival_s"].to_numpy(float), r["finish_s"].to_numpy(float)
+    served = ~np.isnan(finishes)
+    return arrivals[served], finishes[served]
 
 
 def time_average_in_system(records: pd.DataFrame, start_s: float, end_s: float) -> float:
@@ -49,9 +62,9 @@ def time_average_in_system(records: pd.DataFrame, start_s: float, end_s: float) 
     r = _check(records)
     if not end_s > start_s:
         raise ValueError(f"end_s ({end_s}) must be greater than start_s ({start_s})")
-    served = r.dropna(subset=["finish_s"])
-    lo = np.clip(served["arrival_s"].to_numpy(), start_s, end_s)
-    hi = np.clip(served["finish_s"].to_numpy(), start_s, end_s)
+    arrivals, finishes = _served_spans(r)
+    lo = np.clip(arrivals, start_s, end_s)
+    hi = np.clip(finishes, start_s, end_s)
     return float((hi - lo).sum() / (end_s - start_s))
 
 
@@ -138,10 +151,10 @@ def task_time(stages_s: dict[str, float], speedups: dict[str, float] | None = No
 
 def in_system_curve(records: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(instants, requests in the system just after each instant): a step function from arrivals and finishes."""
-    r = _check(records).dropna(subset=["finish_s"])
-    if r.empty:
+    arrivals, finishes = _served_spans(_check(records))
+    if not len(finishes):
         raise ValueError("records must hold at least one served request")
-    events = np.concatenate([r["arrival_s"].to_numpy(), r["finish_s"].to_numpy()])
-    steps = np.concatenate([np.ones(len(r)), -np.ones(len(r))])
+    events = np.concatenate([arrivals, finishes])
+    steps = np.concatenate([np.ones(len(finishes)), -np.ones(len(finishes))])
     order = np.lexsort((steps, events))  # at equal instants, departures (-1) before arrivals
     return events[order], np.cumsum(steps[order])
