@@ -161,13 +161,17 @@ def caption(fig: Figure, text: str) -> Figure:
     return fig
 
 
-def refresh_legend(ax: Axes, **style) -> None:
+def refresh_legend(ax: Axes, handles: list | None = None, **style) -> None:
     """Give ``ax`` a legend of its labelled artists as they are now (``style``: ``Axes.legend`` keywords).
 
-    For figures redrawn in place: the legend is rebuilt only when an entry changed (label, colour, line
-    style, marker), since building one costs a few ms and most slider moves leave it as it was.
+    ``handles``: the artists to list (default: those of ``ax``), each under its label. For figures redrawn
+    in place: the legend is rebuilt only when an entry changed (label, colour, line style, marker),
+    since building one costs a few ms and most slider moves leave it as it was.
     """
-    handles, labels = ax.get_legend_handles_labels()
+    if handles is None:
+        handles, labels = ax.get_legend_handles_labels()
+    else:
+        labels = [h.get_label() for h in handles]
     key = (tuple(labels), tuple(id(h) for h in handles),
            tuple((h.get_color(), h.get_linestyle(), h.get_linewidth(), h.get_marker())
                  if hasattr(h, "get_marker") else () for h in handles), tuple(sorted(style.items())))

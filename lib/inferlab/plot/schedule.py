@@ -21,7 +21,7 @@ from .. import chunking, shapes
 from ..iteration import FITTED_COST, IterationCost
 from ..scheduler import Schedule, run_example
 from ..units import ms
-from . import COLORS, add_boxes, caption, new_figure
+from . import COLORS, add_boxes, caption, new_figure, refresh_legend
 from .legibility import legible, min_font_pt
 from .ticks import few_ticks
 
@@ -122,47 +122,75 @@ def pair_grid_figure(new_tokens: int, cached_tokens: int = 0, figure_caption: st
 def chunk_time_figure(chunk_tokens: int = 512, history_tokens: int = 7680, cost: IterationCost = FITTED_COST,
                       max_history: int = 16384) -> Figure:
     """Iteration time of one chunk against its history under a linear ``cost``: fixed, per-token and pair parts."""
-    c = chunk_tokens
-    hs = np.linspace(0, max(max_history, history_tokens), 65).astype(int)
-    fixed, per_token, per_pair = cost.fixed_s, cost.per_token_s, cost.per_pair_s
-    total = np.array([cost.of(c, int(h)) for h in hs]) / ms
     width = 8.5
-    small = min_font_pt(width)  # the smallest text, legible once scaled to the page
     fig, (ax, bx) = new_figure(1, 2, width=width, height=3.2)
-    ax.plot(hs, total, color=COLORS["prefill"], label="fitted cost of the chunk's iteration")
-    ax.axhline((fixed + per_token * c) / ms, color=COLORS["weights"], ls="--", lw=1,
-               label="without attention pairs")
-    here = cost.of(c, history_tokens) / ms
-    ax.plot([history_tokens], [here], "o", color=COLORS["highlight"])
-    ax.annotate(f"{here:.1f} ms", (history_tokens, here), textcoords="offset points", xytext=(6, -12), fontsize=small)
-    ax.set_xlabel("history h (tokens already cached)")
-    ax.set_ylabel("iteration time (ms)")
-    ax.set_ylim(0, total.max() * 1.35)
-    ax.set_title(f"a chunk of {c} tokens against its history")
-    ax.legend(loc="upper left", fontsize=small)
-    few_ticks(ax, x=4, y=4)
-    pairs_rect = c * history_tokens * per_pair / ms
-    pairs_tri = c * (c + 1) / 2 * per_pair / ms
-    parts = {"fixed": fixed / ms, "per token": per_token * c / ms, "pairs c*h": pairs_rect,
-             "pairs c(c+1)/2": pairs_tri}
-    values = np.array(list(parts.values()))
-    bx.barh(np.zeros(len(parts)), values, height=0.8, left=np.cumsum(values) - values,
-            color=[COLORS["weights"], COLORS["accent"], COLORS["prefill"], COLORS["decode"]],
-            label=[f"{label}: {value:.1f} ms" for label, value in parts.items()])
-    bx.set_yticks([])
-    bx.set_ylim(-0.6, 2.2)
-    bx.set_xlabel("ms")
-    bx.set_title(f"one chunk: c = {c}, h = {history_tokens}")
-    bx.legend(loc="upper left", fontsize=small)
-    few_ticks(bx, x=4, y=None)
-    for a in (ax, bx):
-        a.tick_params(labelsize=small)
+    _ChunkTime(ax, bx, min_font_pt(width)).set(chunk_tokens, history_tokens, cost, max_history)
     return fig
+
+
+class _ChunkTime:
+    """``chunk_time_figure``'s artists, built once and redrawn in place by ``set``."""
+
+    PARTS = {"fixed": COLORS["weights"], "per token": COLORS["accent"], "pairs c*h": COLORS["prefill"],
+             "pairs c(c+1)/2": COLORS["decode"]}
+
+    def __init__(self, ax, bx, small: float) -> None:
+        self.ax, self.bx, self.small = ax, bx, small  # small: the smallest text legible on the page
+        self.total, = ax.plot([], [], color=COLORS["prefill"], label="fitted cost of the chunk's iteration")
+        self.flat = ax.axhline(0.0, color=COLORS["weights"], ls="--", lw=1, label="without attention pairs")
+        self.here, = ax.plot([], [], "o", color=COLORS["highlight"])
+        self.here_text = ax.annotate("", (0, 0), textcoords="offset points", xytext=(6, -12), fontsize=small)
+        ax.set_xlabel("history h (tokens already cached)")
+        ax.set_ylabel("iteration time (ms)")
+        few_ticks(ax, x=4, y=4)
+        n = len(self.PARTS)
+        self.bars = bx.barh(np.zeros(n), np.zeros(n), height=0.8, left=np.zeros(n), color=list(self.PARTS.values()))
+        bx.set_yticks([])
+        bx.set_ylim(-0.6, 2.2)
+        bx.set_xlabel("ms")
+        few_ticks(bx, x=4, y=None)
+        for a in (ax, bx):
+            a.tick_params(labelsize=small)
+        ax.figure._inferlab_parts = self
+
+    def set(self, chunk_tokens: int, history_tokens: int, cost: IterationCost, max_history: int) -> None:
+        c = chunk_tokens
+        hs = np.linspace(0, max(max_history, history_tokens), 65).astype(int)
+        fixed, per_token, per_pair = cost.fixed_s, cost.per_token_s, cost.per_pair_s
+        total = np.array([cost.of(c, int(h)) for h in hs]) / ms
+        here = cost.of(c, history_tokens) / ms
+        self.total.set_data(hs, total)
+        self.flat.set_ydata([(fixed + per_token * c) / ms] * 2)
+        self.here.set_data([history_tokens], [here])
+        self.here_text.set_text(f"{here:.1f} ms")
+        self.here_text.xy = (history_tokens, here)
+        self.ax.relim()
+        self.ax.autoscale_view()
+        self.ax.set_ylim(0, total.max() * 1.35)
+        self.ax.set_title(f"a chunk of {c} tokens against its history")
+        refresh_legend(self.ax, loc="upper left", fontsize=self.small)
+        values = np.array([fixed / ms, per_token * c / ms, c * history_tokens * per_pair / ms,
+                           c * (c + 1) / 2 * per_pair / ms])
+        for bar, label, value, left in zip(self.bars, self.PARTS, values, np.cumsum(values) - values):
+            bar.set(x=left, width=value, label=f"{label}: {value:.1f} ms")
+        self.bx.relim()
+        self.bx.autoscale_view()
+        self.bx.set_title(f"one chunk: c = {c}, h = {history_tokens}")
+        refresh_legend(self.bx, loc="upper left", fontsize=self.small)
 
 
 def draw_chunk(chunk_tokens: int = 512, history_tokens: int = 7680) -> Figure:
     """Widget callback: time of a chunk of ``chunk_tokens`` after ``history_tokens`` under the fitted cost."""
     return chunk_time_figure(chunk_tokens, history_tokens)
+
+
+def update_chunk(fig: Figure, chunk_tokens: int = 512, history_tokens: int = 7680) -> bool:
+    """Redraw a ``draw_chunk`` figure in place (the explorer's slider path)."""
+    view = getattr(fig, "_inferlab_parts", None)
+    if not isinstance(view, _ChunkTime):
+        return False
+    view.set(chunk_tokens, history_tokens, FITTED_COST, 16384)
+    return True
 
 
 # ---- token budget and shape buckets (section 8.2.4) ----------------------------------------
@@ -277,7 +305,7 @@ def chunk_explorer() -> "Explorer":
     from .. import widgets as w
 
     return w.explore(
-        draw_chunk,
+        draw_chunk, update_chunk,
         chunk_tokens=w.int_slider("chunk size", 64, 4096, 512, 64, "tokens"),
         history_tokens=w.int_slider("history", 0, 32768, 7680, 256, "tokens"),
     )

@@ -17,7 +17,7 @@ from ..timeline import RequestTimes
 
 if TYPE_CHECKING:
     from ..widgets import Explorer
-from . import COLORS, REQUEST_COLORS, add_boxes, caption, deadline_line, new_figure
+from . import COLORS, REQUEST_COLORS, add_boxes, caption, deadline_line, new_figure, refresh_legend
 from .legibility import min_font_pt
 from .ticks import few_ticks
 
@@ -117,30 +117,46 @@ def kv_capacity(counts: np.ndarray, kv_bytes: np.ndarray, budget_bytes: float, f
 def batch_sweep(sweep: pd.DataFrame, batch: int, step_s: float, title: str = "") -> Figure:
     """Published batch sweep (throughput; decode step and client ITL) with the chosen batch's b / T_step marked."""
     width = 8.0
-    small = min_font_pt(width)  # the smallest text, legible once scaled to the page
     fig, (tput, step) = new_figure(1, 2, width=width, height=3.0)
-    for ax, col, ylabel, scale in ((tput, "throughput_tok_s", "output throughput (tok/s)", 1.0),
-                                   (step, "decode_step_s", "decode step / ITL (ms)", 1e3)):
-        x, y = sweep["batch"].to_numpy(), sweep[col].to_numpy() * scale
-        have = ~np.isnan(y)  # a column the experiment did not print for every batch: points, no line
-        ax.plot(x[have], y[have], "o-" if have.all() else "o", color=COLORS["prefill"], label="published (exp. 8-1)")
-        ax.set_xscale("log", base=2)
-        ax.minorticks_off()
-        ax.set_xticks([1, 4, 16, 64], ["1", "4", "16", "64"])
-        ax.set_xlabel("batch")
-        ax.set_ylabel(ylabel)
-        ax.tick_params(labelsize=small)
-        few_ticks(ax, x=None, y=5)
-    itl = sweep["mean_itl_s"].to_numpy() * 1e3
-    step.plot(sweep["batch"].to_numpy()[~np.isnan(itl)], itl[~np.isnan(itl)], "s", color=COLORS["kv"],
-              label="client mean ITL")
-    tput.plot([batch], [batch / step_s], "D", color=COLORS["deadline"], label=f"b / T_step at b = {batch}")
-    step.plot([batch], [step_s * 1e3], "D", color=COLORS["deadline"])
-    handles = tput.get_legend_handles_labels()[0] + step.get_legend_handles_labels()[0][1:]
-    tput.legend(handles=handles, loc="upper left", fontsize=small)
-    if title:
-        caption(fig, title)
+    _BatchSweep(tput, step, sweep, min_font_pt(width)).set(batch, step_s, title)
     return fig
+
+
+class _BatchSweep:
+    """``batch_sweep``'s artists: the published sweep drawn once, the marked batch redrawn in place by ``set``."""
+
+    def __init__(self, tput, step, sweep: pd.DataFrame, small: float) -> None:
+        self.tput, self.step, self.small = tput, step, small  # small: the smallest text legible on the page
+        for ax, col, ylabel, scale in ((tput, "throughput_tok_s", "output throughput (tok/s)", 1.0),
+                                       (step, "decode_step_s", "decode step / ITL (ms)", 1e3)):
+            x, y = sweep["batch"].to_numpy(), sweep[col].to_numpy() * scale
+            have = ~np.isnan(y)  # a column the experiment did not print for every batch: points, no line
+            ax.plot(x[have], y[have], "o-" if have.all() else "o", color=COLORS["prefill"],
+                    label="published (exp. 8-1)")
+            ax.set_xscale("log", base=2)
+            ax.minorticks_off()
+            ax.set_xticks([1, 4, 16, 64], ["1", "4", "16", "64"])
+            ax.set_xlabel("batch")
+            ax.set_ylabel(ylabel)
+            ax.tick_params(labelsize=small)
+            few_ticks(ax, x=None, y=5)
+        itl = sweep["mean_itl_s"].to_numpy() * 1e3
+        step.plot(sweep["batch"].to_numpy()[~np.isnan(itl)], itl[~np.isnan(itl)], "s", color=COLORS["kv"],
+                  label="client mean ITL")
+        self.tput_mark, = tput.plot([], [], "D", color=COLORS["deadline"])
+        self.step_mark, = step.plot([], [], "D", color=COLORS["deadline"])
+        self.tput.figure._inferlab_parts = self
+
+    def set(self, batch: int, step_s: float, title: str = "") -> None:
+        self.tput_mark.set(data=([batch], [batch / step_s]), label=f"b / T_step at b = {batch}")
+        self.step_mark.set_data([batch], [step_s * 1e3])
+        for ax in (self.tput, self.step):
+            ax.relim()
+            ax.autoscale_view()
+        handles = self.tput.get_legend_handles_labels()[0] + self.step.get_legend_handles_labels()[0][1:]
+        refresh_legend(self.tput, handles, loc="upper left", fontsize=self.small)
+        if title:
+            caption(self.tput.figure, title)
 
 
 def step_breakdown(table: pd.DataFrame, title: str = "") -> Figure:
@@ -207,16 +223,30 @@ def draw_capacity(model: str, kv_budget_gib: float, prompt_tokens: int, output_t
 
 def draw_batch(batch: int, context_tokens: int = 2048) -> Figure:
     """The published sweep with b / T_step at ``batch``, T_step interpolated from the measured steps by bytes read."""
-    from ..calibration import measured_decode_step
     from ..datasets import published
+
+    return batch_sweep(published("batch_sweep_8_1"), batch, *_batch_step(batch, context_tokens))
+
+
+def update_batch(fig: Figure, batch: int, context_tokens: int = 2048) -> bool:
+    """Redraw a ``draw_batch`` figure in place for a new batch (the explorer's slider path)."""
+    view = getattr(fig, "_inferlab_parts", None)
+    if not isinstance(view, _BatchSweep):
+        return False
+    view.set(batch, *_batch_step(batch, context_tokens))
+    return True
+
+
+def _batch_step(batch: int, context_tokens: int) -> tuple[float, str]:
+    """T_step at ``batch`` (interpolated from the measured steps by bytes read) and the figure's caption."""
+    from ..calibration import measured_decode_step
     from ..example import MODEL as spec
     from ..roofline import step_read_bytes
 
     read = step_read_bytes(batch, context_tokens, spec.matrix_weight_bytes(), spec.kv_bytes_per_token())
     step = measured_decode_step(read)
-    return batch_sweep(published("batch_sweep_8_1"), batch, step,
-                       f"Batch {batch}: step about {step * 1e3:.2f} ms, {batch / step:,.0f} tok/s in total, "
-                       f"{1 / step:.0f} tok/s per request")
+    return step, (f"Batch {batch}: step about {step * 1e3:.2f} ms, {batch / step:,.0f} tok/s in total, "
+                  f"{1 / step:.0f} tok/s per request")
 
 
 # ---- the section's explorers (notebooks display them; tests sweep every ``*_explorer``) ----
@@ -257,4 +287,4 @@ def batch_explorer() -> "Explorer":
     """The published batch sweep with a batch slider."""
     from .. import widgets as w
 
-    return w.explore(draw_batch, batch=w.int_slider("batch", 1, 128, 16, 1, "requests"))
+    return w.explore(draw_batch, update_batch, batch=w.int_slider("batch", 1, 128, 16, 1, "requests"))
