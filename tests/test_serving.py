@@ -240,3 +240,38 @@ def test_completion_and_goodput_are_summarize_s_two_rates() -> None:
     assert sv.completion_and_goodput(df) == (s["completion_rps"], s["goodput_rps"])
     assert sv.mean_in_system(df) == s["mean_in_system"] > 0
     assert s["goodput_rps"] < s["completion_rps"]  # half the answers are wrong: the two rates differ
+
+
+def test_a_repeated_run_is_remembered_short_traces_only_and_any_cost_works(monkeypatch) -> None:
+    import pandas as pd
+    from inferlab.iteration import FITTED_COST
+    from inferlab.serving import load
+
+    calls = []
+    real = load.simulate
+    monkeypatch.setattr(load, "simulate", lambda *a, **k: calls.append(len(a[0])) or real(*a, **k))
+    load._remembered_run.cache_clear()
+    reqs = sv.poisson_requests(4.0, 40, 1024, 64, seed=11)
+    first = sv.serve(reqs, "chunked", deadline_s=7.0)
+    again = sv.serve(reqs, "chunked", deadline_s=3.0, correct=0.5)  # same run, other deadline and answers
+    assert calls == [40]
+    pd.testing.assert_frame_equal(first.drop(columns=["correct", "on_time", "good"]),
+                                  again.drop(columns=["correct", "on_time", "good"]))
+    assert (again["on_time"] == (again["latency_s"] <= 3.0)).all()
+
+    class Unhashable:  # a cost function with __eq__ and no __hash__
+        __hash__ = None
+
+        def __eq__(self, other):
+            return isinstance(other, Unhashable)
+
+        def __call__(self, work):
+            return FITTED_COST(work)
+
+    sv.serve(reqs, "chunked", cost=Unhashable())
+    sv.serve(reqs, "chunked", cost=Unhashable())
+    assert calls == [40, 40, 40]
+    long = sv.poisson_requests(40.0, load._REMEMBER_REQUESTS + 1, 256, 8, seed=3)
+    sv.serve(long, "continuous")
+    sv.serve(long, "continuous")
+    assert calls[-2:] == [len(long)] * 2

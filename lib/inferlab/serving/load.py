@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -55,8 +56,33 @@ def trace_requests(arrivals_s: Sequence[float] | np.ndarray, prompt_tokens: int,
     return [Request(f"r{i}", float(t), prompt_tokens, output_tokens) for i, t in enumerate(times)]
 
 
+#: Runs of at most this many requests are remembered (``_run``): an explorer's slider that only changes
+#: the deadline or the answers' accuracy, or admission control re-predicting the same accepted prefix,
+#: then reuses the simulation. Bounded so that long traces never sit in memory.
+_REMEMBER_REQUESTS = 256
+
+
 def _run(requests: list[Request], policy: str, cost: CostFn, max_running: int, kv_budget_bytes: float | None,
          model: ModelSpec, token_budget: int | None, chunk_tokens: int | None) -> Schedule:
+    """The engine's schedule of ``requests`` (read-only: a remembered run is shared by later calls)."""
+    if len(requests) <= _REMEMBER_REQUESTS:
+        try:
+            return _remembered_run(tuple(requests), policy, cost, max_running, kv_budget_bytes, model, token_budget,
+                                   chunk_tokens)
+        except TypeError:  # an unhashable cost function or model: simulate every time
+            pass
+    return _simulate(requests, policy, cost, max_running, kv_budget_bytes, model, token_budget, chunk_tokens)
+
+
+@lru_cache(maxsize=128)
+def _remembered_run(requests: tuple[Request, ...], policy: str, cost: CostFn, max_running: int,
+                    kv_budget_bytes: float | None, model: ModelSpec, token_budget: int | None,
+                    chunk_tokens: int | None) -> Schedule:
+    return _simulate(list(requests), policy, cost, max_running, kv_budget_bytes, model, token_budget, chunk_tokens)
+
+
+def _simulate(requests: list[Request], policy: str, cost: CostFn, max_running: int, kv_budget_bytes: float | None,
+              model: ModelSpec, token_budget: int | None, chunk_tokens: int | None) -> Schedule:
     engine_policy, one = POLICIES[policy]
     if engine_policy == "chunked":  # the chapter's 8.2.2 settings unless given
         token_budget = EXAMPLE_TOKEN_BUDGET if token_budget is None else token_budget
