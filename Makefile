@@ -50,7 +50,8 @@ book: setup  ## execute every notebook and build the HTML into _build/html
 # Each notebook executes once: nbmake runs it and stores it in the book's cache (conftest.py), the build reuses it.
 # Two chains share the two cores (make -j2): the unit tests, and notebooks -> book build -> browser test.
 # The book chain has single-threaded stretches (the build, Chromium waiting on a page); the unit tests fill them.
-test: setup $(TORCH) outputs-check  ## every test
+# torch installs at the head of the unit chain; the repository checks (tests/test_repo.py) run among the unit tests.
+test: setup  ## every test
 	rm -rf $(CACHE)
 	@$(MAKE) --no-print-directory -j2 --output-sync=target unit book-check
 

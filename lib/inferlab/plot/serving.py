@@ -153,35 +153,81 @@ def goodput_explorer_view(rate_per_s: float = 4.0, deadline_s: float = 3.0, accu
     """Completion throughput and goodput of both policies at one arrival rate, deadline and accuracy."""
     table = serving.goodput_at(rate_per_s, deadline_s, accuracy)
     fig, ax = new_figure(width=6.0, height=3.0)
-    x = np.arange(2)
-    ax.bar(x - 0.2, table["completion_rps"], 0.4, color=COLORS["queue"], label="completion throughput")
-    ax.bar(x + 0.2, table["goodput_rps"], 0.4, color=COLORS["decode"], label="goodput")
+    x = np.arange(len(table))
+    zeros = np.zeros(len(table))
+    bars = (ax.bar(x - 0.2, zeros, 0.4, color=COLORS["queue"], label="completion throughput"),
+            ax.bar(x + 0.2, zeros, 0.4, color=COLORS["decode"], label="goodput"))
     ax.set_xticks(x, [POLICY_LABELS[p] for p in table.index])
     ax.set_ylabel("requests per second")
     ax.legend(loc="upper left")
     few_ticks(ax, x=None, y=4)
-    return caption(fig, f"{rate_per_s:g} requests/s, deadline {deadline_s:g} s, accuracy {accuracy:.0%}: "
-                        "medians of three 16-request windows")
+    fig._inferlab_parts = (tuple(table.index), bars)
+    _set_goodput(fig, table, rate_per_s, deadline_s, accuracy)
+    return fig
+
+
+def update_goodput(fig: Figure, rate_per_s: float = 4.0, deadline_s: float = 3.0, accuracy: float = 7 / 8) -> bool:
+    """Redraw a ``goodput_explorer_view`` figure in place (the explorer's slider path)."""
+    parts = getattr(fig, "_inferlab_parts", None)
+    if not (isinstance(parts, tuple) and len(parts) == 2 and isinstance(parts[0], tuple)):
+        return False
+    table = serving.goodput_at(rate_per_s, deadline_s, accuracy)
+    if tuple(table.index) != parts[0]:
+        return False
+    _set_goodput(fig, table, rate_per_s, deadline_s, accuracy)
+    return True
+
+
+def _set_goodput(fig: Figure, table: pd.DataFrame, rate_per_s: float, deadline_s: float, accuracy: float) -> None:
+    for container, col in zip(fig._inferlab_parts[1], ("completion_rps", "goodput_rps")):
+        for bar, height in zip(container, table[col]):
+            bar.set_height(height)
+    ax = fig.axes[0]
+    ax.relim()
+    ax.autoscale_view()
+    caption(fig, f"{rate_per_s:g} requests/s, deadline {deadline_s:g} s, accuracy {accuracy:.0%}: "
+                 "medians of three 16-request windows")
 
 
 def config_plane_view(table: pd.DataFrame, kv_budget_bytes: float, deadline_s: float, title: str) -> Figure:
     """Figure 8-35: each configuration at (KV bytes, total time), the feasible corner shaded."""
     fig, ax = new_figure(width=6.5, height=4.0)
-    gib = table["kv_bytes"] / GiB
-    budget = kv_budget_bytes / GiB
-    xmax = max(gib.max(), budget) * 1.15
-    ymax = max(table["total_s"].max(), deadline_s) * 1.15
-    ax.fill_between([0, budget], 0, deadline_s, color=COLORS["decode"], alpha=0.12, label="fits and on time")
-    deadline_line(ax, budget, label="KV budget")
-    ax.axhline(deadline_s, color=COLORS["deadline"], ls=":", lw=1.2, label="deadline")
-    ok = (table["fits"] & table["on_time"]).to_numpy()
-    ax.scatter(gib, table["total_s"], s=50, color=np.where(ok, COLORS["decode"], "#555555"), zorder=3)
-    for name, x, y in zip(table.index, gib, table["total_s"]):
-        ax.annotate(name, (x, y), xytext=(6, 4), textcoords="offset points", fontsize=10, fontweight="bold")
-    ax.set(xlim=(0, xmax), ylim=(0, ymax), xlabel="KV and auxiliary buffers (GiB)", ylabel="whole batch done (s)")
-    ax.legend(loc="lower right", fontsize=8)
-    few_ticks(ax, x=5, y=5)
-    return caption(fig, title)
+    _ConfigPlane(ax, list(table.index)).set(table, kv_budget_bytes, deadline_s, title)
+    return fig
+
+
+class _ConfigPlane:
+    """``config_plane_view``'s artists for a fixed set of configurations, redrawn in place by ``set``."""
+
+    def __init__(self, ax, names: list[str]) -> None:
+        self.ax, self.names = ax, names
+        self.corner = ax.fill_between([0, 1], 0, 1, color=COLORS["decode"], alpha=0.12, label="fits and on time")
+        self.budget = deadline_line(ax, 1.0, label="KV budget")
+        self.deadline = ax.axhline(1.0, color=COLORS["deadline"], ls=":", lw=1.2, label="deadline")
+        self.points = ax.scatter(np.zeros(len(names)), np.zeros(len(names)), s=50, zorder=3)
+        self.labels = [ax.annotate(name, (0, 0), xytext=(6, 4), textcoords="offset points", fontsize=10,
+                                   fontweight="bold") for name in names]
+        ax.set(xlabel="KV and auxiliary buffers (GiB)", ylabel="whole batch done (s)")
+        ax.legend(loc="lower right", fontsize=8)
+        few_ticks(ax, x=5, y=5)
+        ax.figure._inferlab_parts = self
+
+    def set(self, table: pd.DataFrame, kv_budget_bytes: float, deadline_s: float, title: str) -> bool:
+        """Show ``table``; False (nothing changed) if it names other configurations than the figure."""
+        if list(table.index) != self.names:
+            return False
+        gib, total = (table["kv_bytes"] / GiB).to_numpy(), table["total_s"].to_numpy()
+        budget = kv_budget_bytes / GiB
+        self.corner.set_data([0, budget], 0, deadline_s)
+        self.budget.set_xdata([budget] * 2)
+        self.deadline.set_ydata([deadline_s] * 2)
+        ok = (table["fits"] & table["on_time"]).to_numpy()
+        self.points.set(offsets=np.column_stack([gib, total]), color=np.where(ok, COLORS["decode"], "#555555"))
+        for label, x, y in zip(self.labels, gib, total):
+            label.xy = (x, y)
+        self.ax.set(xlim=(0, max(gib.max(), budget) * 1.15), ylim=(0, max(total.max(), deadline_s) * 1.15))
+        caption(self.ax.figure, title)
+        return True
 
 
 def config_view(kv_budget_gib: float = 12.0, deadline_s: float = 7.0, output_tokens: int = 256,
@@ -191,6 +237,23 @@ def config_view(kv_budget_gib: float = 12.0, deadline_s: float = 7.0, output_tok
     On a card other than the RTX PRO 6000 the times are transferred from its measurements (``serving.round_time``).
     ``prefix_link``: where the cached shared prefix waits ('on device', or a link it is copied over first).
     """
+    table, title = _configs(kv_budget_gib, deadline_s, output_tokens, tokens_per_round, card, prefix_link)
+    return config_plane_view(table, kv_budget_gib * GiB, deadline_s, title)
+
+
+def update_config(fig: Figure, kv_budget_gib: float = 12.0, deadline_s: float = 7.0, output_tokens: int = 256,
+                  tokens_per_round: float = 3.0, card: str = "rtx-pro-6000", prefix_link: str = "on device") -> bool:
+    """Redraw a ``config_view`` figure in place (the explorer's slider path)."""
+    plane = getattr(fig, "_inferlab_parts", None)
+    if not isinstance(plane, _ConfigPlane):
+        return False
+    table, title = _configs(kv_budget_gib, deadline_s, output_tokens, tokens_per_round, card, prefix_link)
+    return plane.set(table, kv_budget_gib * GiB, deadline_s, title)
+
+
+def _configs(kv_budget_gib: float, deadline_s: float, output_tokens: int, tokens_per_round: float, card: str,
+             prefix_link: str) -> tuple[pd.DataFrame, str]:
+    """``config_view``'s table of configurations A-D and its caption."""
     one_of("prefix_link", prefix_link, PREFIX_LINKS)
     accelerator = ACCELERATORS[one_of("card", card, ACCELERATORS)]
     configs = {k: v for k, v in serving.CHAPTER_CONFIGS.items() if k in "ABCD"}  # E is exercise 8-9's
@@ -201,10 +264,8 @@ def config_view(kv_budget_gib: float = 12.0, deadline_s: float = 7.0, output_tok
     ok = serving.feasible(table)
     best = f"cheapest feasible: {ok[0]} ({table.loc[ok[0], 'gpu_s_per_good']:.3f} GPU-s per good result)" if ok \
         else "no configuration fits and finishes on time"
-    return config_plane_view(table, kv_budget_gib * GiB, deadline_s,
-                             f"Figure 8-35: sixteen long requests, {output_tokens} outputs"
-                             + ("" if accelerator == serving.MEASURED_ON else f", estimated for the {card}")
-                             + f"; {best}")
+    return table, (f"Figure 8-35: sixteen long requests, {output_tokens} outputs"
+                   + ("" if accelerator == serving.MEASURED_ON else f", estimated for the {card}") + f"; {best}")
 
 
 def amdahl_view(fractions: tuple[float, ...] = (0.2, 0.5, 0.8), max_speedup: float = 16.0) -> Figure:
@@ -248,7 +309,7 @@ def arrivals_explorer() -> Explorer:
 
 def goodput_explorer() -> Explorer:
     """Arrival rate, deadline and accuracy against completion throughput and goodput (8.6.2)."""
-    return explore(goodput_explorer_view,
+    return explore(goodput_explorer_view, update_goodput,
                    rate_per_s=log_slider("arrival rate", 0, 4, 4.0, base=2, step=0.5, unit="req/s"),
                    deadline_s=float_slider("deadline", 0.5, 10.0, 3.0, 0.5, unit="s"),
                    accuracy=float_slider("accuracy", 0.0, 1.0, 0.875, 0.025))
@@ -256,7 +317,7 @@ def goodput_explorer() -> Explorer:
 
 def config_explorer() -> Explorer:
     """KV budget, deadline, output length, D's tokens per round and the card on the configuration plane (8.6.3)."""
-    return explore(config_view,
+    return explore(config_view, update_config,
                    kv_budget_gib=float_slider("KV budget", 2.0, 24.0, 12.0, 0.5, unit="GiB"),
                    deadline_s=float_slider("deadline", 1.0, 20.0, 7.0, 0.5, unit="s"),
                    output_tokens=int_slider("output length", 2, 1024, 256, unit="tokens"),
