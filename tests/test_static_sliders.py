@@ -97,6 +97,15 @@ def test_every_explorer_first_knob_changes_the_offline_picture(name: str) -> Non
     assert len({body for _, _, body in frames}) >= 2, "moving the knob must change the picture"
 
 
+@pytest.mark.parametrize("name", sorted(n for n, f in inferlab.plot.explorer_factories().items() if f().update))
+def test_offline_frames_redrawn_in_place_are_the_frames_drawn_anew(name: str) -> None:
+    from dataclasses import replace
+
+    ex = inferlab.plot.explorer_factories()[name]()
+    anew = replace(ex, update=None)  # the same draw and controls, every frame a new figure
+    assert ex.offline_html(n_frames=4, dpi=40) == anew.offline_html(n_frames=4, dpi=40)
+
+
 def test_assets_are_staged_from_the_pinned_npm_packages(tmp_path: Path) -> None:
     out = sphinx_offline.stage_assets(ROOT / "web" / "node_modules", tmp_path)
     for name in ["mathjax/tex-mml-chtml.js", "mathjax/output/chtml/fonts/woff-v2", "require.js",

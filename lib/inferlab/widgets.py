@@ -234,7 +234,7 @@ class Explorer:
         frames = []
         for value in values:
             try:
-                body = _frame_html(self.render(**{name: value}), dpi)
+                body = _frame_html(self.frame(**{name: value}), dpi)  # each frame is a PNG before the next
             except ValueError as err:
                 body = f"<p><strong>These settings are not valid:</strong> {html.escape(str(err))}</p>"
             label = html.escape(_option_label(control, value))
