@@ -161,12 +161,13 @@ def caption(fig: Figure, text: str) -> Figure:
     return fig
 
 
-def refresh_legend(ax: Axes, handles: list | None = None, **style) -> None:
+def refresh_legend(ax: Axes, handles: list | None = None, *, on_figure: bool = False, **style) -> None:
     """Give ``ax`` a legend of its labelled artists as they are now (``style``: ``Axes.legend`` keywords).
 
-    ``handles``: the artists to list (default: those of ``ax``), each under its label. For figures redrawn
-    in place: the legend is rebuilt only when an entry changed (label, colour, line style, marker),
-    since building one costs a few ms and most slider moves leave it as it was.
+    ``handles``: the artists to list (default: those of ``ax``), each under its label; ``on_figure``: the
+    legend belongs to the figure (``Figure.legend``), as one placed outside the axes does. For figures
+    redrawn in place: the legend is rebuilt only when an entry changed (label, colour, line style,
+    marker), since building one costs a few ms and most slider moves leave it as it was.
     """
     if handles is None:
         handles, labels = ax.get_legend_handles_labels()
@@ -175,9 +176,16 @@ def refresh_legend(ax: Axes, handles: list | None = None, **style) -> None:
     key = (tuple(labels), tuple(id(h) for h in handles),
            tuple((h.get_color(), h.get_linestyle(), h.get_linewidth(), h.get_marker())
                  if hasattr(h, "get_marker") else () for h in handles), tuple(sorted(style.items())))
-    legend = ax.get_legend()
-    if legend is None or getattr(legend, "_inferlab_key", None) != key:
-        ax.legend(handles, labels, **style)._inferlab_key = key
+    legend = getattr(ax, "_inferlab_figure_legend", None) if on_figure else ax.get_legend()
+    if legend is not None and getattr(legend, "_inferlab_key", None) == key:
+        return
+    if on_figure:
+        if legend is not None:
+            legend.remove()
+        legend = ax._inferlab_figure_legend = ax.figure.legend(handles, labels, **style)
+    else:
+        legend = ax.legend(handles, labels, **style)
+    legend._inferlab_key = key
 
 
 def deadline_line(ax: Axes, x: float, label: str = "deadline", vertical: bool = True) -> Line2D:

@@ -24,7 +24,7 @@ from ..prefix_cache import RadixCache, RadixNode, eviction_sweep, standard_polic
 from ..snapshots import HybridRestore, Restore, restore, snapshot_positions, spacing_tradeoff
 from ..units import GB, GiB, MiB, ms
 from ..workloads import agent_workload
-from . import COLORS, add_boxes, caption, deadline_line, new_figure
+from . import COLORS, add_boxes, caption, deadline_line, new_figure, refresh_legend
 from .legibility import MIN_LABEL_PT, PAGE_WIDTH_IN, legible, smallest_label_pt  # noqa: F401 (re-exported)
 from .ticks import InView, few_ticks, round_log_ticks
 
@@ -498,29 +498,53 @@ def draw_keep_or_recompute(lengths: Sequence[int], ratios: dict[str, Sequence[fl
     """T_rec / T_fetch against prefix length per link, with the (p_h + mu) / p_h lines above which keeping pays."""
     fig, ax = new_figure(width=6.5, height=3.65)
     fig.subplots_adjust(right=1 - 1.55 / 6.5, bottom=0.85 / 3.65)
-    colors = [COLORS["prefill"], COLORS["kv"], COLORS["decode"], COLORS["accent"]]
-    for (label, r), color in zip(ratios.items(), colors):
-        ax.plot(lengths, r, color=color, lw=2, label=label)
-    for label, t in thresholds.items():
-        ax.axhline(t, color=COLORS["deadline"], ls="--", lw=1)
-        ax.text(lengths[-1] * 1.12, t, label, va="center", fontsize=8, color=COLORS["deadline"], clip_on=False)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ticks = [n for n in lengths if (n.bit_length() - 1) % 2 == 0]
-    ax.set_xticks(ticks, [f"{n // 1024}K" if n >= 1024 else str(n) for n in ticks])
-    # labelled ticks only, about six (unlabelled minor ticks cost as much as labelled ones)
-    ax.xaxis.set_minor_locator(NullLocator())
-    ys = np.concatenate([np.ravel(r) for r in ratios.values()] + [np.ravel(list(thresholds.values()))])
-    ax.yaxis.set_major_locator(InView(FixedLocator(round_log_ticks(ys[np.isfinite(ys) & (ys > 0)]))))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_locator(NullLocator())
-    ax.set_xlabel("prefix length (tokens)")
-    ax.set_ylabel(r"$T_{\mathrm{rec}} / T_{\mathrm{fetch}}$")
-    ax.set_xlim(lengths[0], lengths[-1])
-    # under the axes: the chosen link's line and the keep line can run anywhere inside and beside them
-    fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncols=3, fontsize=8, handlelength=1.5)
-    ax.set_title("keeping pays above a dashed line, recomputing below it", fontsize=10)
+    _KeepOrRecompute(ax, lengths, len(ratios), len(thresholds)).set(ratios, thresholds)
     return caption(fig, figure) if figure else fig
+
+
+class _KeepOrRecompute:
+    """``draw_keep_or_recompute``'s artists for a fixed number of links and keep lines, redrawn by ``set``."""
+
+    COLORS = (COLORS["prefill"], COLORS["kv"], COLORS["decode"], COLORS["accent"])
+
+    def __init__(self, ax, lengths: Sequence[int], n_links: int, n_lines: int) -> None:
+        self.ax, self.lengths = ax, list(lengths)
+        ones = np.ones(len(self.lengths))
+        self.links = [ax.plot(self.lengths, ones, color=color, lw=2)[0] for color in self.COLORS[:n_links]]
+        self.n_links = n_links
+        self.lines = [(ax.axhline(1.0, color=COLORS["deadline"], ls="--", lw=1),
+                       ax.text(self.lengths[-1] * 1.12, 1.0, "", va="center", fontsize=8, color=COLORS["deadline"],
+                               clip_on=False)) for _ in range(n_lines)]
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ticks = [n for n in self.lengths if (n.bit_length() - 1) % 2 == 0]
+        ax.set_xticks(ticks, [f"{n // 1024}K" if n >= 1024 else str(n) for n in ticks])
+        # labelled ticks only, about six (unlabelled minor ticks cost as much as labelled ones)
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.set_xlabel("prefix length (tokens)")
+        ax.set_ylabel(r"$T_{\mathrm{rec}} / T_{\mathrm{fetch}}$")
+        ax.set_xlim(self.lengths[0], self.lengths[-1])
+        ax.set_title("keeping pays above a dashed line, recomputing below it", fontsize=10)
+        ax.figure._inferlab_parts = self
+
+    def set(self, ratios: dict[str, Sequence[float]], thresholds: dict[str, float]) -> bool:
+        """Show new ratios and keep lines; False (nothing changed) if their numbers differ from the figure's."""
+        if len(ratios) != self.n_links or len(thresholds) != len(self.lines):
+            return False
+        for line, (label, r) in zip(self.links, ratios.items()):
+            line.set(ydata=r, label=label)
+        for (line, text), (label, t) in zip(self.lines, thresholds.items()):
+            line.set_ydata([t, t])
+            text.set(y=t, text=label)
+        ys = np.concatenate([np.ravel(r) for r in ratios.values()] + [np.ravel(list(thresholds.values()))])
+        self.ax.yaxis.set_major_locator(InView(FixedLocator(round_log_ticks(ys[np.isfinite(ys) & (ys > 0)]))))
+        self.ax.relim()
+        self.ax.autoscale_view()
+        # under the axes: the chosen link's line and the keep line can run anywhere inside and beside them
+        refresh_legend(self.ax, on_figure=True, loc="lower center", ncols=3, fontsize=8, handlelength=1.5)
+        return True
 
 
 def draw_hits_vs_pool(pool_bytes: Sequence[float], hits: dict[str, Sequence[int]], total: int,
@@ -643,6 +667,18 @@ KEEP_LENGTHS = tuple(2 ** k for k in range(4, 16))  # 16 ... 32,768 tokens
 
 def keep_or_recompute_view(link_gb_per_s: float = 64, p_hit: float = 0.5, maintain_per_fetch: float = 1.0) -> Figure:
     """T_rec / T_fetch against prefix length on PCIe Gen5, Gen4 and a chosen link, with the keep line at ``p_hit``."""
+    return draw_keep_or_recompute(list(KEEP_LENGTHS), *_keep_inputs(link_gb_per_s, p_hit, maintain_per_fetch))
+
+
+def update_keep_or_recompute(fig: Figure, link_gb_per_s: float = 64, p_hit: float = 0.5,
+                             maintain_per_fetch: float = 1.0) -> bool:
+    """Redraw a ``keep_or_recompute_view`` figure in place (the explorer's slider path)."""
+    view = getattr(fig, "_inferlab_parts", None)
+    return isinstance(view, _KeepOrRecompute) and view.set(*_keep_inputs(link_gb_per_s, p_hit, maintain_per_fetch))
+
+
+def _keep_inputs(link_gb_per_s: float, p_hit: float,
+                 maintain_per_fetch: float) -> tuple[dict[str, list[float]], dict[str, float]]:
     lengths = list(KEEP_LENGTHS)
     ratios = {f"{g:g} GB/s" + (f" ({name})" if name else ""): recompute_to_fetch_ratio(MODEL, ACCELERATOR, lengths,
                                                                                         g * GB)
@@ -650,7 +686,7 @@ def keep_or_recompute_view(link_gb_per_s: float = 64, p_hit: float = 0.5, mainta
     line = keep_ratio_threshold(p_hit, maintain_per_fetch) if p_hit > 0 else float("inf")
     thresholds = ({f"$p_h$ = {p_hit:.2f},\n" + rf"$T_{{\mathrm{{maint}}}}$ = {maintain_per_fetch:g} $T_{{\mathrm{{fetch}}}}$": line}
                   if p_hit > 0 else {})
-    return draw_keep_or_recompute(lengths, ratios, thresholds)
+    return ratios, thresholds
 
 
 def cache_choice_view(link_gb_per_s: float = 64, p_a: float = 0.5, p_b: float = 0.5) -> Figure:

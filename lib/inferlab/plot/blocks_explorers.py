@@ -56,7 +56,7 @@ def value_explorer() -> Explorer:
 
 def keep_or_recompute_explorer() -> Explorer:
     """T_rec / T_fetch of every prefix length against the line above which keeping pays (8.3.4)."""
-    return explore(b.keep_or_recompute_view, link_gb_per_s=float_slider("host link", 4, 128, 8, 4, unit="GB/s"),
+    return explore(b.keep_or_recompute_view, b.update_keep_or_recompute, link_gb_per_s=float_slider("host link", 4, 128, 8, 4, unit="GB/s"),
                    p_hit=float_slider("hit probability", 0.01, 1, 0.5, 0.01),
                    maintain_per_fetch=float_slider("maintenance", 0, 16, 1, 0.5, unit="x T_fetch"))
 
