@@ -17,7 +17,7 @@ from ..shapes import multiples
 from ..speculative_decoder import DecodeResult
 from ..units import ms
 from ..widgets import Explorer, choice, explore, float_slider, int_slider
-from . import COLORS, caption, new_figure
+from . import COLORS, caption, new_figure, refresh_legend
 from .ticks import few_ticks
 
 #: Plain batch-1 2K decode step on the RTX PRO 6000 (experiment 8-1), the verification time of 8.5.2.
@@ -96,36 +96,56 @@ def sampling_histogram_figure(p: np.ndarray, q: np.ndarray, tokens: np.ndarray) 
 def round_cost_figure(accept: float = 0.75, drafts: int = 4, lookup_ms: float = 0.1,
                       verify_ms: float = PLAIN_STEP_S / ms) -> Figure:
     """Figure 8-32: time per output token against the draft query time, for AAAA, BBBB and a chosen profile."""
-    plain = PLAIN_STEP_S
-    query = np.linspace(0, 70, 281) * ms
     fig, ax = new_figure(width=7.0, height=3.4)
-    cases = [("AAAA (a = 1/4)", [0.25] * 4, COLORS["kv"]), ("BBBB (a = 3/4)", [0.75] * 4, COLORS["prefill"])]
-    chosen = [accept] * drafts
-    cases.append((f"yours (a = {accept:.2f}, m = {drafts})", chosen, COLORS["highlight"]))
-    verify = verify_ms * ms
-    marks: list[tuple[str, float, float, str, float]] = []  # (marker, x ms, y ms, colour, size pt): two artists
-    for label, a, color in cases:
-        v = PLAIN_STEP_S if label[0] in "AB" else verify
-        per_token = (v + query) / C.expected_tokens(a)
-        ax.plot(query / ms, per_token / ms, color=color, label=label, ls="-" if label[0] in "AB" else "--")
-        if label[0] in "AB":
+    _RoundCost(ax).set(accept, drafts, lookup_ms, verify_ms)
+    return fig
+
+
+class _RoundCost:
+    """Figure 8-32's artists: AAAA and BBBB drawn once, the reader's profile redrawn in place by ``set``."""
+
+    QUERY_MS = np.linspace(0, 70, 281)
+
+    def __init__(self, ax) -> None:
+        self.ax, plain, query = ax, PLAIN_STEP_S, self.QUERY_MS * ms
+        breaks, self.lookups = [], []
+        for label, a, color in (("AAAA (a = 1/4)", [0.25] * 4, COLORS["kv"]),
+                                ("BBBB (a = 3/4)", [0.75] * 4, COLORS["prefill"])):
+            ax.plot(self.QUERY_MS, (plain + query) / C.expected_tokens(a) / ms, color=color, label=label, ls="-")
             be = C.break_even_draft_s(a, plain)
-            marks.append(("o", be / ms, plain / ms, color, 6))
+            breaks.append((be / ms, plain / ms, color))
             ax.annotate(f"{be / ms:.1f} ms", (be / ms, plain / ms), textcoords="offset points", xytext=(4, -14),
                         fontsize=9, color=color)
-            marks.append(("s", 0.1, C.spec_time_per_token(a, PLAIN_STEP_S, 0.1 * ms) / ms, color, 5))
-        else:
-            marks.append(("s", lookup_ms, (verify + lookup_ms * ms) / C.expected_tokens(a) / ms, color, 6))
-    for marker in ("o", "s"):
-        _, x, y, colors, size = zip(*(m for m in marks if m[0] == marker))
-        ax.scatter(x, y, s=np.square(size), c=colors, marker=marker, zorder=2.5)
-    ax.axhline(plain / ms, color=COLORS["deadline"], ls=":", label="plain decode 26.26 ms/token")
-    ax.set_xlabel("draft query time per round (ms)"), ax.set_ylabel("time per output token (ms)")
-    ax.set_xlim(0, 70), ax.set_ylim(0, 80), ax.legend(loc="upper left", fontsize=8)
-    few_ticks(ax, x=5, y=4)
-    return caption(fig, "Figure 8-32: four drafts per round, verification 26.26 ms; time per token is the round time "
-                        "over E[N]. The curves cross plain decode at 8.7 ms (AAAA) and 53.9 ms (BBBB) of query time; "
-                        "squares mark a 0.1 ms lookup.")
+            self.lookups.append((0.1, C.spec_time_per_token(a, plain, 0.1 * ms) / ms))  # a 0.1 ms lookup
+        self.yours, = ax.plot(self.QUERY_MS, self.QUERY_MS, color=COLORS["highlight"], ls="--")
+        x, y, colors = zip(*breaks)  # where each profile breaks even with plain decode: circles
+        ax.scatter(x, y, s=np.square([6, 6]), c=colors, marker="o", zorder=2.5)
+        self.squares = ax.scatter([0, 0, 0], [0, 0, 0], s=np.square([5, 5, 6]), marker="s", zorder=2.5,
+                                  c=[COLORS["kv"], COLORS["prefill"], COLORS["highlight"]])
+        ax.axhline(plain / ms, color=COLORS["deadline"], ls=":", label="plain decode 26.26 ms/token")
+        ax.set_xlabel("draft query time per round (ms)"), ax.set_ylabel("time per output token (ms)")
+        ax.set_xlim(0, 70), ax.set_ylim(0, 80)
+        few_ticks(ax, x=5, y=4)
+        caption(ax.figure, "Figure 8-32: four drafts per round, verification 26.26 ms; time per token is the round "
+                           "time over E[N]. The curves cross plain decode at 8.7 ms (AAAA) and 53.9 ms (BBBB) of "
+                           "query time; squares mark a 0.1 ms lookup.")
+        ax.figure._inferlab_parts = self
+
+    def set(self, accept: float, drafts: int, lookup_ms: float, verify_ms: float) -> None:
+        verify, tokens = verify_ms * ms, C.expected_tokens([accept] * drafts)
+        self.yours.set(ydata=(verify + self.QUERY_MS * ms) / tokens / ms,
+                       label=f"yours (a = {accept:.2f}, m = {drafts})")
+        self.squares.set_offsets([*self.lookups, (lookup_ms, (verify + lookup_ms * ms) / tokens / ms)])
+        refresh_legend(self.ax, loc="upper left", fontsize=8)
+
+
+def update_round_cost(fig: Figure, accept: float, drafts: int, lookup_ms: float, verify_ms: float) -> bool:
+    """Redraw a ``round_cost_view`` figure in place (the explorer's slider path)."""
+    view = getattr(fig, "_inferlab_parts", None)
+    if not isinstance(view, _RoundCost):
+        return False
+    view.set(accept, drafts, lookup_ms, verify_ms)
+    return True
 
 
 def round_cost_view(accept: float, drafts: int, lookup_ms: float, verify_ms: float) -> Figure:
@@ -135,7 +155,7 @@ def round_cost_view(accept: float, drafts: int, lookup_ms: float, verify_ms: flo
 
 def round_cost_explorer() -> Explorer:
     """Acceptance, draft length, query time and verification time against time per token (8.5.2)."""
-    return explore(round_cost_view, accept=float_slider("acceptance a", 0.0, 1.0, 0.75, 0.05),
+    return explore(round_cost_view, update_round_cost, accept=float_slider("acceptance a", 0.0, 1.0, 0.75, 0.05),
                    drafts=int_slider("draft length m", 1, 16, 4),
                    lookup_ms=float_slider("query time", 0.0, 60.0, 0.1, 0.1, unit="ms"),
                    verify_ms=float_slider("verification time", 5.0, 60.0, 26.26, 0.01, unit="ms"))
