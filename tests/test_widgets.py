@@ -93,7 +93,8 @@ def test_every_explorer_at_pairs_of_extremes(name: str) -> None:
 def test_the_slowest_explorers_redraw_in_place() -> None:
     for name in ("roofline.weight_reuse_explorer", "serving.arrivals_explorer", "timeline.batch_explorer",
                  "schedule.chunk_explorer", "serving.goodput_explorer", "serving.config_explorer",
-                 "blocks_explorers.keep_or_recompute_explorer", "speculative.round_cost_explorer"):
+                 "blocks_explorers.keep_or_recompute_explorer", "speculative.round_cost_explorer",
+                 "blocks_explorers.pool_explorer"):
         assert FACTORIES[name]().update is not None, name
 
 

@@ -11,6 +11,7 @@ from functools import lru_cache
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
@@ -557,7 +558,7 @@ def draw_hits_vs_pool(pool_bytes: Sequence[float], hits: dict[str, Sequence[int]
     ax.axhline(total, color=_EDGE, ls="--", lw=1)
     ax.text(gib[0], total, f"all {total:,} session input tokens", va="bottom", fontsize=8)
     if marker_bytes is not None:
-        ax.axvline(marker_bytes / GiB, color=COLORS["highlight"], ls=":", lw=1)
+        fig._inferlab_parts = ax.axvline(marker_bytes / GiB, color=COLORS["highlight"], ls=":", lw=1)
     ax.set_xlabel("KV pool (GiB)")
     ax.set_ylabel("session tokens hit")
     few_ticks(ax, 5, 5, integer=True)
@@ -714,7 +715,18 @@ def pool_view(pool_gib: float = 6.0) -> Figure:
     """Hit tokens of the synthetic agent session against pool size, per eviction policy; marks ``pool_gib``."""
     hits, total = pool_sweep()
     fig = draw_hits_vs_pool([g * GiB for g in POOL_GRID_GIB], hits, total, pool_gib * GiB)
+    update_pool(fig, pool_gib)
+    return fig
+
+
+def update_pool(fig: Figure, pool_gib: float = 6.0) -> bool:
+    """Move a ``pool_view`` figure's marker to ``pool_gib`` and retitle it (the explorer's slider path)."""
+    marker = getattr(fig, "_inferlab_parts", None)
+    if not isinstance(marker, Line2D):
+        return False
+    hits, total = pool_sweep()
     i = min(range(len(POOL_GRID_GIB)), key=lambda j: abs(POOL_GRID_GIB[j] - pool_gib))
+    marker.set_xdata([pool_gib] * 2)  # inside the curves' range: the view stays as they set it
     fig.axes[0].set_title(f"{POOL_GRID_GIB[i]:g} GiB pool: " + ", ".join(f"{k} {v[i]:,}" for k, v in hits.items())
                           + f"\nof {total:,}", fontsize=9)
-    return fig
+    return True

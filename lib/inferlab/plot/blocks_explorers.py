@@ -70,4 +70,4 @@ def cache_choice_explorer() -> Explorer:
 
 def pool_explorer() -> Explorer:
     """Hit tokens of the synthetic agent replay against the KV pool size (8.3.4)."""
-    return explore(b.pool_view, pool_gib=choice("KV pool (GiB)", list(b.POOL_GRID_GIB), 6.0))
+    return explore(b.pool_view, b.update_pool, pool_gib=choice("KV pool (GiB)", list(b.POOL_GRID_GIB), 6.0))
