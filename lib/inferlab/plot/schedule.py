@@ -219,26 +219,55 @@ def budget_sweep_figure(ours: pd.DataFrame, published: pd.DataFrame | None = Non
 
 def padding_figure(buckets: Iterable[int], max_rows: int | None = None) -> Figure:
     """Rows computed against rows needed for a set of captured sizes; the gap is padding."""
-    sizes = shapes.normalize(buckets)
-    top = max_rows or sizes[-1] + max(4, sizes[-1] // 8)
-    rows = np.arange(1, top + 1)
-    padded = shapes.padded_rows_each(rows, sizes)
     fig, ax = new_figure(width=7, height=3.2)
-    ax.step(rows, padded, where="mid", color=COLORS["prefill"], label="rows computed")
-    ax.plot(rows, rows, color="black", lw=0.8, ls=":", label="rows needed")
-    ax.fill_between(rows, rows, padded, step="mid", color=COLORS["unused"], label="padding")
-    waste = shapes.padding_fraction([int(r) for r in rows[rows <= sizes[-1]]], sizes)
-    ax.set_xlabel("rows in the iteration")
-    ax.set_ylabel("rows computed")
-    ax.set_title(f"{len(sizes)} captured sizes; padding {100 * waste:.1f} % of rows up to {sizes[-1]}")
-    ax.legend(loc="upper left")
-    few_ticks(ax, x=5, y=4, integer=True)
+    _Padding(ax).set(buckets, max_rows)
     return fig
+
+
+class _Padding:
+    """``padding_figure``'s artists, built once and redrawn in place by ``set``."""
+
+    def __init__(self, ax) -> None:
+        self.ax = ax
+        self.computed, = ax.step([1, 2], [1, 2], where="mid", color=COLORS["prefill"], label="rows computed")
+        self.needed, = ax.plot([1, 2], [1, 2], color="black", lw=0.8, ls=":", label="rows needed")
+        self.padding = ax.fill_between([1, 2], [1, 2], [1, 2], step="mid", color=COLORS["unused"], label="padding")
+        ax.set_xlabel("rows in the iteration")
+        ax.set_ylabel("rows computed")
+        ax.legend(loc="upper left")
+        few_ticks(ax, x=5, y=4, integer=True)
+        ax.figure._inferlab_parts = self
+
+    def set(self, buckets: Iterable[int], max_rows: int | None = None) -> None:
+        sizes = shapes.normalize(buckets)
+        top = max_rows or sizes[-1] + max(4, sizes[-1] // 8)
+        rows = np.arange(1, top + 1)
+        padded = shapes.padded_rows_each(rows, sizes)
+        waste = shapes.padding_fraction([int(r) for r in rows[rows <= sizes[-1]]], sizes)
+        self.computed.set_data(rows, padded)
+        self.needed.set_data(rows, rows)
+        self.padding.set_data(rows, rows, padded)
+        self.ax.relim()  # the lines span what the fill between them spans (relim leaves collections out)
+        self.ax.autoscale_view()
+        self.ax.set_title(f"{len(sizes)} captured sizes; padding {100 * waste:.1f} % of rows up to {sizes[-1]}")
 
 
 def draw_padding(step: int = 16, largest: int = 64) -> Figure:
     """Widget callback: captured sizes 1, 2, 4 and every multiple of ``step`` up to ``largest``."""
-    return padding_figure(shapes.multiples(step, max(largest, step)), max_rows=max(largest, step) + 8)
+    return padding_figure(*_padding_sizes(step, largest))
+
+
+def update_padding(fig: Figure, step: int = 16, largest: int = 64) -> bool:
+    """Redraw a ``draw_padding`` figure in place (the explorer's slider path)."""
+    view = getattr(fig, "_inferlab_parts", None)
+    if not isinstance(view, _Padding):
+        return False
+    view.set(*_padding_sizes(step, largest))
+    return True
+
+
+def _padding_sizes(step: int, largest: int) -> tuple[list[int], int]:
+    return shapes.multiples(step, max(largest, step)), max(largest, step) + 8
 
 
 def shared_xmax(schedules: Sequence[Schedule]) -> float:
@@ -316,7 +345,7 @@ def padding_explorer() -> "Explorer":
     from .. import widgets as w
 
     return w.explore(
-        draw_padding,
+        draw_padding, update_padding,
         step=w.int_slider("captured every", 1, 64, 16, 1, "rows"),
         largest=w.int_slider("largest captured", 8, 512, 64, 8, "rows"),
     )
