@@ -175,38 +175,67 @@ def draw_block_bytes(x32: np.ndarray) -> Figure:
 
 def kv_format_view(context_tokens: int = 8192, fmt: str = "q8_0", conversion_ms: float = 0.2) -> Figure:
     """KV of one context per format, and the time a step saves after paying ``conversion_ms`` for ``fmt``."""
-    beta = kc.decode_bandwidth_measured()
-    fmts = ["bf16", "fp8_e4m3", "q8_0", "q4_0"]
-    sizes = [kc.kv_bytes_in_format(MODEL, context_tokens, 1, f) for f in fmts]
-    bf16 = sizes[0]
-    target = kc.kv_bytes_in_format(MODEL, context_tokens, 1, fmt)
     fig, (a, b) = new_figure(1, 2, width=7.5, height=3.0)
-    a.bar(["bf16", "fp8", "q8_0", "q4_0"], [s / MiB for s in sizes],
-          color=[COLORS["highlight"] if f == fmt else COLORS["weights"] if f == "bf16" else CODE_COLOR for f in fmts])
-    for i, s in enumerate(sizes):
-        a.text(i, s / MiB, f"{s / MiB:,.0f}", ha="center", va="bottom", fontsize=9)
-    a.set_ylabel("KV of one context (MiB)")
-    a.set_title(f"{context_tokens:,}-token context")
-    conv = np.array([0.0, 1.0]) * ms  # the saving falls linearly with T_conv: its two ends draw the line
-    saved = np.array([kc.read_saving(bf16 - target, beta, c) for c in conv])
-    b.plot(conv / ms, saved / ms, color=CODE_COLOR)
-    b.axhline(0, color="#555555", lw=0.8)
-    here = kc.read_saving(bf16 - target, beta, conversion_ms * ms)
-    b.plot([conversion_ms], [here / ms], "o", color=COLORS["deadline"])
-    b.annotate(f"{here / ms:+.3f} ms", (conversion_ms, here / ms), textcoords="offset points", xytext=(6, 6),
-               fontsize=9)
-    b.set_xlabel("conversion time T_conv (ms)")
-    b.set_ylabel("net time saved (ms)")
-    b.set_title(f"bf16 -> {fmt} at {beta / 1e12:.2f} TB/s")
-    a.set_yticks([])  # every bar carries its value: a value axis would repeat them at five artists a tick
-    b.set_xticks([0, 0.5, 1])
-    few_ticks(b, x=None, y=4)
+    _KVFormat(a, b).set(context_tokens, fmt, conversion_ms)
     return fig
+
+
+def update_kv_format(fig: Figure, context_tokens: int = 8192, fmt: str = "q8_0", conversion_ms: float = 0.2) -> bool:
+    """Redraw a ``kv_format_view`` figure in place (the explorer's slider path)."""
+    view = getattr(fig, "_inferlab_parts", None)
+    if not isinstance(view, _KVFormat):
+        return False
+    view.set(context_tokens, fmt, conversion_ms)
+    return True
+
+
+class _KVFormat:
+    """``kv_format_view``'s artists, built once and redrawn in place by ``set``."""
+
+    FORMATS = ("bf16", "fp8_e4m3", "q8_0", "q4_0")
+
+    def __init__(self, a, b) -> None:
+        self.a, self.b = a, b
+        self.bars = a.bar(["bf16", "fp8", "q8_0", "q4_0"], [1.0] * 4)
+        self.values = [a.text(i, 1.0, "", ha="center", va="bottom", fontsize=9) for i in range(4)]
+        a.set_ylabel("KV of one context (MiB)")
+        # the saving falls linearly with T_conv: its two ends draw the line
+        self.saving, = b.plot([0.0, 1.0], [0.0, 0.0], color=CODE_COLOR)
+        b.axhline(0, color="#555555", lw=0.8)
+        self.here, = b.plot([0.0], [0.0], "o", color=COLORS["deadline"])
+        self.here_text = b.annotate("", (0, 0), textcoords="offset points", xytext=(6, 6), fontsize=9)
+        b.set_xlabel("conversion time T_conv (ms)")
+        b.set_ylabel("net time saved (ms)")
+        a.set_yticks([])  # every bar carries its value: a value axis would repeat them at five artists a tick
+        b.set_xticks([0, 0.5, 1])
+        few_ticks(b, x=None, y=4)
+        a.figure._inferlab_parts = self
+
+    def set(self, context_tokens: int, fmt: str, conversion_ms: float) -> None:
+        beta = kc.decode_bandwidth_measured()
+        sizes = [kc.kv_bytes_in_format(MODEL, context_tokens, 1, f) for f in self.FORMATS]
+        bf16, target = sizes[0], kc.kv_bytes_in_format(MODEL, context_tokens, 1, fmt)
+        conv = np.array([0.0, 1.0]) * ms
+        saved = np.array([kc.read_saving(bf16 - target, beta, c) for c in conv])
+        here = kc.read_saving(bf16 - target, beta, conversion_ms * ms)
+        for bar, text, f, size in zip(self.bars, self.values, self.FORMATS, sizes):
+            bar.set(height=size / MiB,
+                    facecolor=COLORS["highlight"] if f == fmt else COLORS["weights"] if f == "bf16" else CODE_COLOR)
+            text.set(y=size / MiB, text=f"{size / MiB:,.0f}")
+        self.a.set_title(f"{context_tokens:,}-token context")
+        self.saving.set_ydata(saved / ms)
+        self.here.set_data([conversion_ms], [here / ms])
+        self.here_text.set_text(f"{here / ms:+.3f} ms")
+        self.here_text.xy = (conversion_ms, here / ms)
+        self.b.set_title(f"bf16 -> {fmt} at {beta / 1e12:.2f} TB/s")
+        for ax in (self.a, self.b):
+            ax.relim()
+            ax.autoscale_view()
 
 
 def kv_format_explorer() -> Explorer:
     """Context length, format and conversion time against KV size and net saving (8.4.2)."""
-    return explore(kv_format_view,
+    return explore(kv_format_view, update_kv_format,
                    context_tokens=int_slider("context", 1024, 32768, 8192, step=1024, unit="tokens"),
                    fmt=choice("format", ["q8_0", "q4_0", "fp8_e4m3"], "q8_0"),
                    conversion_ms=float_slider("conversion time", 0, 1, 0.2, 0.05, unit="ms"))
