@@ -15,8 +15,10 @@ UV_LINKS = $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS))
 # Python writes bytecode for what it imports, once, even where the machine sets PYTHONDONTWRITEBYTECODE
 # (the alternative, compiling the whole venv up front, cost 30-45 s here, mostly for modules never imported)
 export PYTHONDONTWRITEBYTECODE :=
-# the execution cache is keyed on notebook code only: drop it when the library or data changed since
-DROP_STALE_CACHE = @if [ -d $(CACHE) ] && [ -n "$$(find lib data -type f -newer $(CACHE) | head -1)" ]; then \
+# the execution cache is keyed on notebook code only: drop it when the library or data changed since its oldest
+# notebook was stored (the folder's own time moves whenever one notebook is stored again)
+DROP_STALE_CACHE = @oldest=$$(find $(CACHE) -name '*.ipynb' -printf '%T@ %p\n' 2>/dev/null | sort -n | head -1 | \
+	cut -d' ' -f2-); if [ -n "$$oldest" ] && [ -n "$$(find lib data -type f -newer "$$oldest" | head -1)" ]; then \
 	rm -rf $(CACHE); fi
 
 .PHONY: setup book test unit notebooks notebooks-run book-check outputs-check build-check browser chromium lab bench clean strip
