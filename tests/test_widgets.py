@@ -43,13 +43,15 @@ def test_the_8_1_explorers_are_found() -> None:
     assert {"timeline.request_explorer", "timeline.capacity_explorer", "timeline.batch_explorer"} <= set(FACTORIES)
 
 
-def _same_as_the_widget_shows(explorer, overrides: dict, fresh_png: bytes) -> bool:
-    """For an explorer that redraws in place: its next frame has exactly the pixels of a new draw.
+def _same_as_the_widget_shows(explorer, overrides: dict, fresh_png: bytes | None) -> bool:
+    """For an explorer that redraws in place: its next frame has exactly the pixels of a new draw
+    (``fresh_png``; None moves on to the frame without comparing).
 
     Returns whether the frame reused the figure shown before it (the in-place path ran)."""
     before = explorer._shown
     shown = explorer.frame(**overrides)
-    assert to_png(shown) == fresh_png, f"redrawn in place, {overrides} differs from a new draw"
+    if fresh_png is not None:
+        assert to_png(shown) == fresh_png, f"redrawn in place, {overrides} differs from a new draw"
     return before is not None and shown is before
 
 
@@ -70,11 +72,13 @@ def test_every_explorer_at_its_extremes(name: str) -> None:
 def test_every_explorer_at_pairs_of_extremes(name: str) -> None:
     """Two knobs at once reach combinations one-at-a-time sweeps miss; each must draw or raise ValueError.
 
-    An explorer that redraws in place is walked through them in turn, each frame checked against a new draw."""
+    An explorer that redraws in place is walked through them in turn, and every third frame (and the last)
+    is checked against a new draw, pixel for pixel: a state one update leaves behind for the next shows
+    there, at a third of the drawing cost."""
     explorer = FACTORIES[name]()
     reused = 0
     corners = list(explorer.corners())
-    for overrides in corners:
+    for i, overrides in enumerate(corners):
         try:
             result = explorer.render(**overrides)
         except ValueError as err:  # rejected by name: the widget shows the message instead of a figure
@@ -85,7 +89,8 @@ def test_every_explorer_at_pairs_of_extremes(name: str) -> None:
         else:
             assert result is not None, overrides
             if explorer.update is not None:
-                reused += _same_as_the_widget_shows(explorer, overrides, to_png(result))
+                compare = i % 3 == 0 or i == len(corners) - 1
+                reused += _same_as_the_widget_shows(explorer, overrides, to_png(result) if compare else None)
     if explorer.update is not None:
         assert reused >= len(corners) // 2, f"only {reused} of {len(corners)} frames were redrawn in place"
 
