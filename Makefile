@@ -57,9 +57,12 @@ test: setup  ## every test
 	rm -rf $(CACHE)
 	@$(MAKE) --no-print-directory -j2 --output-sync=target unit book-check
 
-# the built book checked end to end: every notebook (nbmake fills the cache), the -W build, the browser test
+# the built book checked end to end: every notebook (nbmake fills the cache), the -W build, the browser test.
+# One make per step: a single make given all three would run them side by side under test's -j2.
 book-check: $(STAMP) $(WEB)
-	@$(MAKE) --no-print-directory notebooks-run build-check browser
+	@$(MAKE) --no-print-directory notebooks-run
+	@$(MAKE) --no-print-directory build-check
+	@$(MAKE) --no-print-directory browser
 
 unit: $(STAMP) $(TORCH) $(WEB)
 	$(PY) -m pytest tests -m "not book" -n $(JOBS) -q
