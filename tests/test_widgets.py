@@ -210,3 +210,29 @@ def test_refresh_legend_rebuilds_only_when_an_entry_changed() -> None:
     line.set_label("_hidden")
     refresh_legend(ax, loc="upper left")
     assert ax.get_legend() is not second and [t.get_text() for t in ax.get_legend().get_texts()] == []
+
+
+def test_in_place_redraw_needs_the_figure_to_keep_its_own_kind() -> None:
+    from inferlab.plot import InPlace, new_figure
+
+    class Mark(InPlace):
+        def __init__(self, ax) -> None:
+            self.line, = ax.plot([0, 1], [0, 0])
+            self.keep_on(ax.figure)
+
+        def set(self, y: float) -> bool:
+            if y < 0:
+                return False  # a picture of its own
+            self.line.set_ydata([y, y])
+            return True
+
+    class Other(InPlace):
+        def set(self) -> None:
+            pass
+
+    fig, ax = new_figure()
+    plain, _ = new_figure()
+    Mark(ax)
+    assert Mark.redraw(fig, 2.0) and list(ax.lines[0].get_ydata()) == [2.0, 2.0]
+    assert not Mark.redraw(fig, -1.0) and list(ax.lines[0].get_ydata()) == [2.0, 2.0]
+    assert not Mark.redraw(plain, 2.0) and not Other.redraw(fig)

@@ -161,6 +161,27 @@ def caption(fig: Figure, text: str) -> Figure:
     return fig
 
 
+class InPlace:
+    """A drawing's artists, built once and redrawn in place by ``set`` (an explorer's update path).
+
+    A subclass builds its artists, then calls ``keep_on(fig)``; its ``set(...)`` changes their data, or
+    returns False, touching nothing, where the figure cannot show the values (another picture is needed).
+    ``draw`` functions build and ``set``; ``update`` functions call ``redraw``.
+    """
+
+    def keep_on(self, fig: Figure) -> None:
+        fig._inferlab_parts = self
+
+    def set(self, *args, **kwargs) -> bool | None:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    @classmethod
+    def redraw(cls, fig: Figure, *args, **kwargs) -> bool:
+        """Set ``fig``'s artists to new values; False if ``fig`` keeps no ``cls`` or it cannot show them."""
+        view = getattr(fig, "_inferlab_parts", None)
+        return isinstance(view, cls) and view.set(*args, **kwargs) is not False
+
+
 def refresh_legend(ax: Axes, handles: list | None = None, *, on_figure: bool = False, **style) -> None:
     """Give ``ax`` a legend of its labelled artists as they are now (``style``: ``Axes.legend`` keywords).
 

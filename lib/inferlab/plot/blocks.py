@@ -25,7 +25,7 @@ from ..prefix_cache import RadixCache, RadixNode, eviction_sweep, standard_polic
 from ..snapshots import HybridRestore, Restore, restore, snapshot_positions, spacing_tradeoff
 from ..units import GB, GiB, MiB, ms
 from ..workloads import agent_workload
-from . import COLORS, add_boxes, caption, deadline_line, new_figure, refresh_legend
+from . import COLORS, InPlace, add_boxes, caption, deadline_line, new_figure, refresh_legend
 from .legibility import MIN_LABEL_PT, PAGE_WIDTH_IN, legible, smallest_label_pt  # noqa: F401 (re-exported)
 from .ticks import InView, few_ticks, round_log_ticks
 
@@ -503,7 +503,7 @@ def draw_keep_or_recompute(lengths: Sequence[int], ratios: dict[str, Sequence[fl
     return caption(fig, figure) if figure else fig
 
 
-class _KeepOrRecompute:
+class _KeepOrRecompute(InPlace):
     """``draw_keep_or_recompute``'s artists for a fixed number of links and keep lines, redrawn by ``set``."""
 
     COLORS = (COLORS["prefill"], COLORS["kv"], COLORS["decode"], COLORS["accent"])
@@ -528,7 +528,7 @@ class _KeepOrRecompute:
         ax.set_ylabel(r"$T_{\mathrm{rec}} / T_{\mathrm{fetch}}$")
         ax.set_xlim(self.lengths[0], self.lengths[-1])
         ax.set_title("keeping pays above a dashed line, recomputing below it", fontsize=10)
-        ax.figure._inferlab_parts = self
+        self.keep_on(ax.figure)
 
     def set(self, ratios: dict[str, Sequence[float]], thresholds: dict[str, float]) -> bool:
         """Show new ratios and keep lines; False (nothing changed) if their numbers differ from the figure's."""
@@ -558,7 +558,7 @@ def draw_hits_vs_pool(pool_bytes: Sequence[float], hits: dict[str, Sequence[int]
     ax.axhline(total, color=_EDGE, ls="--", lw=1)
     ax.text(gib[0], total, f"all {total:,} session input tokens", va="bottom", fontsize=8)
     if marker_bytes is not None:
-        fig._inferlab_parts = ax.axvline(marker_bytes / GiB, color=COLORS["highlight"], ls=":", lw=1)
+        _PoolMark(ax.axvline(marker_bytes / GiB, color=COLORS["highlight"], ls=":", lw=1))
     ax.set_xlabel("KV pool (GiB)")
     ax.set_ylabel("session tokens hit")
     few_ticks(ax, 5, 5, integer=True)
@@ -674,8 +674,7 @@ def keep_or_recompute_view(link_gb_per_s: float = 64, p_hit: float = 0.5, mainta
 def update_keep_or_recompute(fig: Figure, link_gb_per_s: float = 64, p_hit: float = 0.5,
                              maintain_per_fetch: float = 1.0) -> bool:
     """Redraw a ``keep_or_recompute_view`` figure in place (the explorer's slider path)."""
-    view = getattr(fig, "_inferlab_parts", None)
-    return isinstance(view, _KeepOrRecompute) and view.set(*_keep_inputs(link_gb_per_s, p_hit, maintain_per_fetch))
+    return _KeepOrRecompute.redraw(fig, *_keep_inputs(link_gb_per_s, p_hit, maintain_per_fetch))
 
 
 def _keep_inputs(link_gb_per_s: float, p_hit: float,
@@ -721,12 +720,19 @@ def pool_view(pool_gib: float = 6.0) -> Figure:
 
 def update_pool(fig: Figure, pool_gib: float = 6.0) -> bool:
     """Move a ``pool_view`` figure's marker to ``pool_gib`` and retitle it (the explorer's slider path)."""
-    marker = getattr(fig, "_inferlab_parts", None)
-    if not isinstance(marker, Line2D):
-        return False
     hits, total = pool_sweep()
     i = min(range(len(POOL_GRID_GIB)), key=lambda j: abs(POOL_GRID_GIB[j] - pool_gib))
-    marker.set_xdata([pool_gib] * 2)  # inside the curves' range: the view stays as they set it
-    fig.axes[0].set_title(f"{POOL_GRID_GIB[i]:g} GiB pool: " + ", ".join(f"{k} {v[i]:,}" for k, v in hits.items())
-                          + f"\nof {total:,}", fontsize=9)
-    return True
+    return _PoolMark.redraw(fig, pool_gib, f"{POOL_GRID_GIB[i]:g} GiB pool: "
+                            + ", ".join(f"{k} {v[i]:,}" for k, v in hits.items()) + f"\nof {total:,}")
+
+
+class _PoolMark(InPlace):
+    """The marked pool size of ``draw_hits_vs_pool``, moved in place by ``set``."""
+
+    def __init__(self, line: Line2D) -> None:
+        self.line = line
+        self.keep_on(line.figure)
+
+    def set(self, pool_gib: float, title: str) -> None:
+        self.line.set_xdata([pool_gib] * 2)  # inside the curves' range: the view stays as they set it
+        self.line.axes.set_title(title, fontsize=9)

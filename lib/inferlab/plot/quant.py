@@ -18,7 +18,7 @@ from ..hardware import ACCELERATORS, NVLINK_C2C, PCIE_GEN5_X16
 from ..models import MODELS
 from ..units import GB, GiB, MiB, ms
 from ..widgets import Explorer, choice, explore, float_slider, int_slider
-from . import COLORS, new_figure
+from . import COLORS, InPlace, new_figure
 from .ticks import few_ticks
 
 CODE_COLOR = COLORS["shared"]  # blue: codes
@@ -182,14 +182,10 @@ def kv_format_view(context_tokens: int = 8192, fmt: str = "q8_0", conversion_ms:
 
 def update_kv_format(fig: Figure, context_tokens: int = 8192, fmt: str = "q8_0", conversion_ms: float = 0.2) -> bool:
     """Redraw a ``kv_format_view`` figure in place (the explorer's slider path)."""
-    view = getattr(fig, "_inferlab_parts", None)
-    if not isinstance(view, _KVFormat):
-        return False
-    view.set(context_tokens, fmt, conversion_ms)
-    return True
+    return _KVFormat.redraw(fig, context_tokens, fmt, conversion_ms)
 
 
-class _KVFormat:
+class _KVFormat(InPlace):
     """``kv_format_view``'s artists, built once and redrawn in place by ``set``."""
 
     FORMATS = ("bf16", "fp8_e4m3", "q8_0", "q4_0")
@@ -209,7 +205,7 @@ class _KVFormat:
         a.set_yticks([])  # every bar carries its value: a value axis would repeat them at five artists a tick
         b.set_xticks([0, 0.5, 1])
         few_ticks(b, x=None, y=4)
-        a.figure._inferlab_parts = self
+        self.keep_on(a.figure)
 
     def set(self, context_tokens: int, fmt: str, conversion_ms: float) -> None:
         beta = kc.decode_bandwidth_measured()

@@ -16,7 +16,7 @@ from ..hardware import ACCELERATORS, Accelerator
 from ..models import MODELS, ModelSpec
 from .._validate import one_of, positive
 from ..units import GiB, ms
-from . import COLORS, caption, new_figure, refresh_legend
+from . import COLORS, InPlace, caption, new_figure, refresh_legend
 from .legibility import legible, min_font_pt
 from .ticks import decade_ticks
 
@@ -242,27 +242,32 @@ def draw_weight_reuse(batch: int = 16, context_tokens: int = 2048, bandwidth_sca
     ``bandwidth_scale`` multiplies the chosen accelerator's own HBM bandwidth (1 = the datasheet value).
     """
     width = 8.5
-    small = min_font_pt(width)  # legible once scaled to the page (set here, not found afterwards)
     fig, (ax, bx) = new_figure(1, 2, width=width, height=3.8)
-    for a in (ax, bx):
-        a.tick_params(labelsize=small)
-    fig._inferlab_parts = (_BytesPanel(ax, MODELS["qwen3-8b"], 1, 256, small), _StepPanel(bx, 256, small))
-    update_weight_reuse(fig, batch, context_tokens, bandwidth_scale, accelerator)
+    _WeightReuse(ax, bx, min_font_pt(width)).set(batch, context_tokens, bandwidth_scale, accelerator)
     return fig
 
 
 def update_weight_reuse(fig: Figure, batch: int = 16, context_tokens: int = 2048, bandwidth_scale: float = 1.0,
                         accelerator: str = "rtx-pro-6000") -> bool:
     """Redraw a ``draw_weight_reuse`` figure in place for new knob values (the explorer's slider path)."""
-    panels = getattr(fig, "_inferlab_parts", None)
-    if not (isinstance(panels, tuple) and len(panels) == 2 and isinstance(panels[0], _BytesPanel)):
-        return False
-    card = ACCELERATORS[one_of("accelerator", accelerator, ACCELERATORS)]
-    acc = replace(card, hbm_bandwidth=card.hbm_bandwidth * positive("bandwidth_scale", bandwidth_scale))
-    bytes_panel, step_panel = panels
-    bytes_panel.set((int(context_tokens),), int(batch))
-    step_panel.set(MODELS["qwen3-8b"], acc, int(context_tokens), int(batch), 1.0, 1.0, False)
-    return True
+    return _WeightReuse.redraw(fig, batch, context_tokens, bandwidth_scale, accelerator)
+
+
+class _WeightReuse(InPlace):
+    """The explorer's two panels for Qwen3-8B: bytes per output token, and the step roofline."""
+
+    def __init__(self, ax, bx, small: float) -> None:  # small: legible once scaled to the page
+        for a in (ax, bx):
+            a.tick_params(labelsize=small)
+        self.model = MODELS["qwen3-8b"]
+        self.bytes, self.step = _BytesPanel(ax, self.model, 1, 256, small), _StepPanel(bx, 256, small)
+        self.keep_on(ax.figure)
+
+    def set(self, batch: int, context_tokens: int, bandwidth_scale: float, accelerator: str) -> None:
+        card = ACCELERATORS[one_of("accelerator", accelerator, ACCELERATORS)]
+        acc = replace(card, hbm_bandwidth=card.hbm_bandwidth * positive("bandwidth_scale", bandwidth_scale))
+        self.bytes.set((int(context_tokens),), int(batch))
+        self.step.set(self.model, acc, int(context_tokens), int(batch), 1.0, 1.0, False)
 
 
 # ---- the section's explorers (notebooks display them; tests sweep every ``*_explorer``) ----

@@ -21,7 +21,7 @@ from .. import chunking, shapes
 from ..iteration import FITTED_COST, IterationCost
 from ..scheduler import Schedule, run_example
 from ..units import ms
-from . import COLORS, add_boxes, caption, new_figure, refresh_legend
+from . import COLORS, InPlace, add_boxes, caption, new_figure, refresh_legend
 from .legibility import legible, min_font_pt
 from .ticks import few_ticks
 
@@ -128,7 +128,7 @@ def chunk_time_figure(chunk_tokens: int = 512, history_tokens: int = 7680, cost:
     return fig
 
 
-class _ChunkTime:
+class _ChunkTime(InPlace):
     """``chunk_time_figure``'s artists, built once and redrawn in place by ``set``."""
 
     PARTS = {"fixed": COLORS["weights"], "per token": COLORS["accent"], "pairs c*h": COLORS["prefill"],
@@ -151,7 +151,7 @@ class _ChunkTime:
         few_ticks(bx, x=4, y=None)
         for a in (ax, bx):
             a.tick_params(labelsize=small)
-        ax.figure._inferlab_parts = self
+        self.keep_on(ax.figure)
 
     def set(self, chunk_tokens: int, history_tokens: int, cost: IterationCost, max_history: int) -> None:
         c = chunk_tokens
@@ -186,11 +186,7 @@ def draw_chunk(chunk_tokens: int = 512, history_tokens: int = 7680) -> Figure:
 
 def update_chunk(fig: Figure, chunk_tokens: int = 512, history_tokens: int = 7680) -> bool:
     """Redraw a ``draw_chunk`` figure in place (the explorer's slider path)."""
-    view = getattr(fig, "_inferlab_parts", None)
-    if not isinstance(view, _ChunkTime):
-        return False
-    view.set(chunk_tokens, history_tokens, FITTED_COST, 16384)
-    return True
+    return _ChunkTime.redraw(fig, chunk_tokens, history_tokens, FITTED_COST, 16384)
 
 
 # ---- token budget and shape buckets (section 8.2.4) ----------------------------------------
@@ -224,7 +220,7 @@ def padding_figure(buckets: Iterable[int], max_rows: int | None = None) -> Figur
     return fig
 
 
-class _Padding:
+class _Padding(InPlace):
     """``padding_figure``'s artists, built once and redrawn in place by ``set``."""
 
     def __init__(self, ax) -> None:
@@ -236,7 +232,7 @@ class _Padding:
         ax.set_ylabel("rows computed")
         ax.legend(loc="upper left")
         few_ticks(ax, x=5, y=4, integer=True)
-        ax.figure._inferlab_parts = self
+        self.keep_on(ax.figure)
 
     def set(self, buckets: Iterable[int], max_rows: int | None = None) -> None:
         sizes = shapes.normalize(buckets)
@@ -259,11 +255,7 @@ def draw_padding(step: int = 16, largest: int = 64) -> Figure:
 
 def update_padding(fig: Figure, step: int = 16, largest: int = 64) -> bool:
     """Redraw a ``draw_padding`` figure in place (the explorer's slider path)."""
-    view = getattr(fig, "_inferlab_parts", None)
-    if not isinstance(view, _Padding):
-        return False
-    view.set(*_padding_sizes(step, largest))
-    return True
+    return _Padding.redraw(fig, *_padding_sizes(step, largest))
 
 
 def _padding_sizes(step: int, largest: int) -> tuple[list[int], int]:

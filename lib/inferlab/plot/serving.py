@@ -14,7 +14,7 @@ from .._validate import one_of
 from ..hardware import ACCELERATORS, NVLINK_C2C, PCIE_GEN4_X16, PCIE_GEN5_X16
 from ..units import GiB
 from ..widgets import Explorer, choice, explore, float_slider, int_slider, log_slider
-from . import COLORS, caption, deadline_line, new_figure, refresh_legend
+from . import COLORS, InPlace, caption, deadline_line, new_figure, refresh_legend
 from .ticks import InView, few_ticks
 
 #: Where the shared prefix's KV waits before the batch: on the device, or in host memory behind a link.
@@ -35,7 +35,7 @@ def load_view(records: pd.DataFrame, deadline_s: float, title: str) -> Figure:
     return fig
 
 
-class _LoadView:
+class _LoadView(InPlace):
     """``load_view``'s artists, built once and redrawn in place by ``set`` (a slider move keeps them).
 
     ``ax2`` is None when no request was served: the right panel then holds only a note.
@@ -56,7 +56,7 @@ class _LoadView:
             ax2.set(xlabel="time (s)", ylabel="requests in system")
             few_ticks(ax2, x=6, y=None)
             few_ticks(ax2, x=None, y=5, integer=True)
-        self.fig._inferlab_parts = self
+        self.keep_on(self.fig)
 
     def set(self, records: pd.DataFrame, deadline_s: float, title: str) -> bool:
         """Show ``records``; False (nothing changed) where they need the other picture (someone served or not)."""
@@ -108,11 +108,8 @@ def arrivals_view(rate_per_s: float = 4.0, kv_budget_gib: float = 12.0, deadline
 def update_arrivals(fig: Figure, rate_per_s: float = 4.0, kv_budget_gib: float = 12.0, deadline_s: float = 7.0,
                     policy: str = "chunked", admission_control: bool = False) -> bool:
     """Redraw an ``arrivals_view`` figure in place for new knob values (the explorer's slider path)."""
-    view = getattr(fig, "_inferlab_parts", None)
-    if not isinstance(view, _LoadView):
-        return False
     records, title = _arrivals(rate_per_s, kv_budget_gib, deadline_s, policy, admission_control)
-    return view.set(records, deadline_s, title)
+    return _LoadView.redraw(fig, records, deadline_s, title)
 
 
 def goodput_view(ours: pd.DataFrame, chapter: pd.DataFrame | None = None) -> Figure:
@@ -153,40 +150,41 @@ def goodput_explorer_view(rate_per_s: float = 4.0, deadline_s: float = 3.0, accu
     """Completion throughput and goodput of both policies at one arrival rate, deadline and accuracy."""
     table = serving.goodput_at(rate_per_s, deadline_s, accuracy)
     fig, ax = new_figure(width=6.0, height=3.0)
-    x = np.arange(len(table))
-    zeros = np.zeros(len(table))
-    bars = (ax.bar(x - 0.2, zeros, 0.4, color=COLORS["queue"], label="completion throughput"),
-            ax.bar(x + 0.2, zeros, 0.4, color=COLORS["decode"], label="goodput"))
-    ax.set_xticks(x, [POLICY_LABELS[p] for p in table.index])
-    ax.set_ylabel("requests per second")
-    ax.legend(loc="upper left")
-    few_ticks(ax, x=None, y=4)
-    fig._inferlab_parts = (tuple(table.index), bars)
-    _set_goodput(fig, table, rate_per_s, deadline_s, accuracy)
+    _Goodput(ax, list(table.index)).set(table, rate_per_s, deadline_s, accuracy)
     return fig
 
 
 def update_goodput(fig: Figure, rate_per_s: float = 4.0, deadline_s: float = 3.0, accuracy: float = 7 / 8) -> bool:
     """Redraw a ``goodput_explorer_view`` figure in place (the explorer's slider path)."""
-    parts = getattr(fig, "_inferlab_parts", None)
-    if not (isinstance(parts, tuple) and len(parts) == 2 and isinstance(parts[0], tuple)):
-        return False
-    table = serving.goodput_at(rate_per_s, deadline_s, accuracy)
-    if tuple(table.index) != parts[0]:
-        return False
-    _set_goodput(fig, table, rate_per_s, deadline_s, accuracy)
-    return True
+    return _Goodput.redraw(fig, serving.goodput_at(rate_per_s, deadline_s, accuracy), rate_per_s, deadline_s, accuracy)
 
 
-def _set_goodput(fig: Figure, table: pd.DataFrame, rate_per_s: float, deadline_s: float, accuracy: float) -> None:
-    for container, col in zip(fig._inferlab_parts[1], ("completion_rps", "goodput_rps")):
-        for bar, height in zip(container, table[col]):
-            bar.set_height(height)
-    ax = fig.axes[0]
-    ax.relim()
-    ax.autoscale_view()
-    caption(fig, f"{rate_per_s:g} requests/s, deadline {deadline_s:g} s, accuracy {accuracy:.0%}: "
-                 "medians of three 16-request windows")
+class _Goodput(InPlace):
+    """``goodput_explorer_view``'s bars for a fixed set of policies, their heights set in place by ``set``."""
+
+    def __init__(self, ax, policies: list[str]) -> None:
+        self.ax, self.policies = ax, policies
+        x, zeros = np.arange(len(policies)), np.zeros(len(policies))
+        self.bars = (ax.bar(x - 0.2, zeros, 0.4, color=COLORS["queue"], label="completion throughput"),
+                     ax.bar(x + 0.2, zeros, 0.4, color=COLORS["decode"], label="goodput"))
+        ax.set_xticks(x, [POLICY_LABELS[p] for p in policies])
+        ax.set_ylabel("requests per second")
+        ax.legend(loc="upper left")
+        few_ticks(ax, x=None, y=4)
+        self.keep_on(ax.figure)
+
+    def set(self, table: pd.DataFrame, rate_per_s: float, deadline_s: float, accuracy: float) -> bool:
+        """Show ``table``; False (nothing changed) if it holds other policies than the figure."""
+        if list(table.index) != self.policies:
+            return False
+        for container, col in zip(self.bars, ("completion_rps", "goodput_rps")):
+            for bar, height in zip(container, table[col]):
+                bar.set_height(height)
+        self.ax.relim()
+        self.ax.autoscale_view()
+        caption(self.ax.figure, f"{rate_per_s:g} requests/s, deadline {deadline_s:g} s, accuracy {accuracy:.0%}: "
+                                "medians of three 16-request windows")
+        return True
 
 
 def config_plane_view(table: pd.DataFrame, kv_budget_bytes: float, deadline_s: float, title: str) -> Figure:
@@ -196,7 +194,7 @@ def config_plane_view(table: pd.DataFrame, kv_budget_bytes: float, deadline_s: f
     return fig
 
 
-class _ConfigPlane:
+class _ConfigPlane(InPlace):
     """``config_plane_view``'s artists for a fixed set of configurations, redrawn in place by ``set``."""
 
     def __init__(self, ax, names: list[str]) -> None:
@@ -210,7 +208,7 @@ class _ConfigPlane:
         ax.set(xlabel="KV and auxiliary buffers (GiB)", ylabel="whole batch done (s)")
         ax.legend(loc="lower right", fontsize=8)
         few_ticks(ax, x=5, y=5)
-        ax.figure._inferlab_parts = self
+        self.keep_on(ax.figure)
 
     def set(self, table: pd.DataFrame, kv_budget_bytes: float, deadline_s: float, title: str) -> bool:
         """Show ``table``; False (nothing changed) if it names other configurations than the figure."""
@@ -244,11 +242,8 @@ def config_view(kv_budget_gib: float = 12.0, deadline_s: float = 7.0, output_tok
 def update_config(fig: Figure, kv_budget_gib: float = 12.0, deadline_s: float = 7.0, output_tokens: int = 256,
                   tokens_per_round: float = 3.0, card: str = "rtx-pro-6000", prefix_link: str = "on device") -> bool:
     """Redraw a ``config_view`` figure in place (the explorer's slider path)."""
-    plane = getattr(fig, "_inferlab_parts", None)
-    if not isinstance(plane, _ConfigPlane):
-        return False
     table, title = _configs(kv_budget_gib, deadline_s, output_tokens, tokens_per_round, card, prefix_link)
-    return plane.set(table, kv_budget_gib * GiB, deadline_s, title)
+    return _ConfigPlane.redraw(fig, table, kv_budget_gib * GiB, deadline_s, title)
 
 
 def _configs(kv_budget_gib: float, deadline_s: float, output_tokens: int, tokens_per_round: float, card: str,

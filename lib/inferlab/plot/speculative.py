@@ -17,7 +17,7 @@ from ..shapes import multiples
 from ..speculative_decoder import DecodeResult
 from ..units import ms
 from ..widgets import Explorer, choice, explore, float_slider, int_slider
-from . import COLORS, caption, new_figure, refresh_legend
+from . import COLORS, InPlace, caption, new_figure, refresh_legend
 from .ticks import few_ticks
 
 #: Plain batch-1 2K decode step on the RTX PRO 6000 (experiment 8-1), the verification time of 8.5.2.
@@ -101,7 +101,7 @@ def round_cost_figure(accept: float = 0.75, drafts: int = 4, lookup_ms: float = 
     return fig
 
 
-class _RoundCost:
+class _RoundCost(InPlace):
     """Figure 8-32's artists: AAAA and BBBB drawn once, the reader's profile redrawn in place by ``set``."""
 
     QUERY_MS = np.linspace(0, 70, 281)
@@ -129,7 +129,7 @@ class _RoundCost:
         caption(ax.figure, "Figure 8-32: four drafts per round, verification 26.26 ms; time per token is the round "
                            "time over E[N]. The curves cross plain decode at 8.7 ms (AAAA) and 53.9 ms (BBBB) of "
                            "query time; squares mark a 0.1 ms lookup.")
-        ax.figure._inferlab_parts = self
+        self.keep_on(ax.figure)
 
     def set(self, accept: float, drafts: int, lookup_ms: float, verify_ms: float) -> None:
         verify, tokens = verify_ms * ms, C.expected_tokens([accept] * drafts)
@@ -141,11 +141,7 @@ class _RoundCost:
 
 def update_round_cost(fig: Figure, accept: float, drafts: int, lookup_ms: float, verify_ms: float) -> bool:
     """Redraw a ``round_cost_view`` figure in place (the explorer's slider path)."""
-    view = getattr(fig, "_inferlab_parts", None)
-    if not isinstance(view, _RoundCost):
-        return False
-    view.set(accept, drafts, lookup_ms, verify_ms)
-    return True
+    return _RoundCost.redraw(fig, accept, drafts, lookup_ms, verify_ms)
 
 
 def round_cost_view(accept: float, drafts: int, lookup_ms: float, verify_ms: float) -> Figure:

@@ -17,7 +17,7 @@ from ..timeline import RequestTimes
 
 if TYPE_CHECKING:
     from ..widgets import Explorer
-from . import COLORS, REQUEST_COLORS, add_boxes, caption, deadline_line, new_figure, refresh_legend
+from . import COLORS, REQUEST_COLORS, InPlace, add_boxes, caption, deadline_line, new_figure, refresh_legend
 from .legibility import min_font_pt
 from .ticks import few_ticks
 
@@ -122,7 +122,7 @@ def batch_sweep(sweep: pd.DataFrame, batch: int, step_s: float, title: str = "")
     return fig
 
 
-class _BatchSweep:
+class _BatchSweep(InPlace):
     """``batch_sweep``'s artists: the published sweep drawn once, the marked batch redrawn in place by ``set``."""
 
     def __init__(self, tput, step, sweep: pd.DataFrame, small: float) -> None:
@@ -145,7 +145,7 @@ class _BatchSweep:
                   label="client mean ITL")
         self.tput_mark, = tput.plot([], [], "D", color=COLORS["deadline"])
         self.step_mark, = step.plot([], [], "D", color=COLORS["deadline"])
-        self.tput.figure._inferlab_parts = self
+        self.keep_on(tput.figure)
 
     def set(self, batch: int, step_s: float, title: str = "") -> None:
         self.tput_mark.set(data=([batch], [batch / step_s]), label=f"b / T_step at b = {batch}")
@@ -230,11 +230,7 @@ def draw_batch(batch: int, context_tokens: int = 2048) -> Figure:
 
 def update_batch(fig: Figure, batch: int, context_tokens: int = 2048) -> bool:
     """Redraw a ``draw_batch`` figure in place for a new batch (the explorer's slider path)."""
-    view = getattr(fig, "_inferlab_parts", None)
-    if not isinstance(view, _BatchSweep):
-        return False
-    view.set(batch, *_batch_step(batch, context_tokens))
-    return True
+    return _BatchSweep.redraw(fig, batch, *_batch_step(batch, context_tokens))
 
 
 def _batch_step(batch: int, context_tokens: int) -> tuple[float, str]:
