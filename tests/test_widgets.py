@@ -169,6 +169,7 @@ def test_showing_a_live_explorer_freezes_the_heap_once(monkeypatch) -> None:
     from inferlab import widgets
 
     monkeypatch.setenv(widgets.OFFLINE_ENV, "0")
+    monkeypatch.setattr(widgets, "_heap_settled", False)
     gc.unfreeze()
     try:
         ex = widgets.explore(lambda n: f"n = {n}", n=widgets.int_slider("n", 1, 3, 2))

@@ -24,6 +24,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ._validate import fraction, non_negative_int, positive, positive_int
 from .calibration import PREFILL_MFU_BATCH1, prefill_time
@@ -393,6 +394,7 @@ def standard_policies(model, accelerator, mfu: float | None = None) -> dict[str,
     eff = PREFILL_MFU_BATCH1 if mfu is None else efficiency("mfu", mfu)
     per_token = model.kv_bytes_per_token()
 
+    @lru_cache(maxsize=4096)  # eviction scores every leaf again on each call; a leaf's (n, c) rarely changes
     def saving(n: int, c: int) -> float:
         return prefill_time(model, accelerator, n, c, mfu=eff)
 

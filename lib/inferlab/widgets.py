@@ -149,16 +149,25 @@ def _frame_html(result: Any, dpi: int) -> str:
     return f"<pre>{html.escape(str(text))}</pre>"
 
 
+_heap_settled = False
+
+
 def settle_heap() -> None:
-    """Collect, then move every live object out of the garbage collector's sight (``gc.freeze``).
+    """Collect the young generations, then move every live object out of the collector's sight (``gc.freeze``).
 
     A redraw leaves a figure's worth of reference cycles; the collections they trigger scan the whole
     heap (numpy, pandas, sympy, Matplotlib...), pausing a slider 100-250 ms now and then. What is alive
     when an explorer is first shown lives as long as the kernel anyway. Done once per process.
+
+    Only the young generations are collected first: a full collection here took 130-190 ms and found
+    3-670 more objects (a discarded figure at most), which the freeze keeps instead. A flag, not
+    ``gc.get_freeze_count``, says it was done: that count walks the frozen heap (about 20 ms) on every call.
     """
-    if gc.get_freeze_count() == 0:
-        gc.collect()
+    global _heap_settled
+    if not _heap_settled:
+        gc.collect(1)
         gc.freeze()
+        _heap_settled = True
 
 
 def offline_mode() -> bool:

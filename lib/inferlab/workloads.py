@@ -39,7 +39,7 @@ class TraceRequest:
 
 
 def _ids(rng: np.random.Generator, n: int) -> tuple[int, ...]:
-    return tuple(int(t) for t in rng.integers(0, VOCAB, size=n))
+    return tuple(rng.integers(0, VOCAB, size=n).tolist())
 
 
 def _length(rng: np.random.Generator, mean: float, low: int = 8) -> int:
