@@ -44,8 +44,20 @@ def _share_nbmake_runs_with_the_book() -> None:
     NotebookRun._inferlab_cached = True
 
 
+def _forked_kernels():
+    """tests/_forked_kernels.py (the tests folder is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_forked_kernels", ROOT / "tests" / "_forked_kernels.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "book: needs the built book in _build/html (make test builds it first)")
     if getattr(config.option, "nbmake", False):
         os.environ[OFFLINE_ENV] = "1"  # kernels inherit it: explorers draw their offline frames, as in the book
         _share_nbmake_runs_with_the_book()
+        if os.environ.get("INFERLAB_FORKED_KERNELS", "1") != "0":
+            _forked_kernels().install()
