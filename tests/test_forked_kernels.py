@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
+import _forked_kernels as fk
 import nbformat
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("_forked_kernels", ROOT / "tests" / "_forked_kernels.py")
-fk = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fk)
 
 PROBE = [
     "import contextlib, io, os, random, sys\nimport numpy as np, pandas as pd, sympy as sp, matplotlib",
