@@ -103,7 +103,8 @@ def test_the_slowest_explorers_redraw_in_place() -> None:
     for name in ("roofline.weight_reuse_explorer", "serving.arrivals_explorer", "timeline.batch_explorer",
                  "schedule.chunk_explorer", "serving.goodput_explorer", "serving.config_explorer",
                  "blocks_explorers.keep_or_recompute_explorer", "speculative.round_cost_explorer",
-                 "blocks_explorers.pool_explorer", "schedule.padding_explorer", "quant.kv_format_explorer"):
+                 "blocks_explorers.pool_explorer", "schedule.padding_explorer", "quant.kv_format_explorer",
+                 "quant.retrieval_explorer"):
         assert FACTORIES[name]().update is not None, name
 
 

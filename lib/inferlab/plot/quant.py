@@ -386,23 +386,40 @@ def compression_explorer() -> Explorer:
 def draw_task_grids(grids: dict[str, pd.DataFrame], column: str = "run", panel_width: float = 2.5) -> Figure:
     """Per-task grids: rows are tasks 1-8, columns runs; green circle right, orange cross wrong."""
     fig, axes = new_figure(1, len(grids), width=panel_width * len(grids) + 0.6, height=3.6)
-    axes = axes if isinstance(axes, list) else [axes]
-    for ax, (title, g) in zip(axes, grids.items()):
-        cols = sorted(g[column].unique(), key=str)
-        x = g[column].map({c: i for i, c in enumerate(cols)}).to_numpy()
-        right = g.correct.to_numpy(bool)
-        task = g.task.to_numpy()
-        # one line of markers per outcome, not one artist per cell
-        ax.plot(x[right], task[right], "o", ls="none", mfc="none", mec=NET_COLOR, ms=9, mew=1.8)
-        ax.plot(x[~right], task[~right], "x", ls="none", color=META_COLOR, ms=9, mew=2)
-        ax.set_xticks(range(len(cols)), [str(c) for c in cols], fontsize=8)
-        ax.set_yticks(range(1, 9) if ax is axes[0] else [])  # the rows line up: task numbers once, on the left
-        ax.set_ylim(8.6, 0.4)
-        ax.set_xlim(-0.6, len(cols) - 0.4)
-        ax.set_title(f"{title}\n{int(g.correct.sum())}/{len(g)} correct", fontsize=9)
-        ax.grid(False)
-    axes[0].set_ylabel("task")
+    _TaskGrids(axes if isinstance(axes, list) else [axes]).set(grids, column)
     return fig
+
+
+class _TaskGrids(InPlace):
+    """``draw_task_grids``' panels, each with one line of markers per outcome (not one artist per cell);
+    ``set`` redraws them in place for grids of as many panels."""
+
+    def __init__(self, axes: list[Axes]) -> None:
+        self.axes, self.marks = axes, []
+        for ax in axes:
+            right, = ax.plot([], [], "o", ls="none", mfc="none", mec=NET_COLOR, ms=9, mew=1.8)
+            wrong, = ax.plot([], [], "x", ls="none", color=META_COLOR, ms=9, mew=2)
+            self.marks.append((right, wrong))
+            ax.set_yticks(range(1, 9) if ax is axes[0] else [])  # the rows line up: task numbers once, on the left
+            ax.set_ylim(8.6, 0.4)
+            ax.grid(False)
+        axes[0].set_ylabel("task")
+        self.keep_on(axes[0].figure)
+
+    def set(self, grids: dict[str, pd.DataFrame], column: str = "run") -> bool:
+        if len(grids) != len(self.axes):
+            return False  # another number of panels: a figure of its own
+        for ax, (right_line, wrong_line), (title, g) in zip(self.axes, self.marks, grids.items()):
+            cols = sorted(g[column].unique(), key=str)
+            x = g[column].map({c: i for i, c in enumerate(cols)}).to_numpy()
+            right = g.correct.to_numpy(bool)
+            task = g.task.to_numpy()
+            right_line.set_data(x[right], task[right])
+            wrong_line.set_data(x[~right], task[~right])
+            ax.set_xticks(range(len(cols)), [str(c) for c in cols], fontsize=8)
+            ax.set_xlim(-0.6, len(cols) - 0.4)
+            ax.set_title(f"{title}\n{int(g.correct.sum())}/{len(g)} correct", fontsize=9)
+        return True
 
 
 def chapter_grids() -> dict[str, pd.DataFrame]:
@@ -429,6 +446,16 @@ def _retrieval_grid(records: str, kv_formats: tuple[str, ...], q_formats: tuple[
 
 def retrieval_view(kv: str = "q4_0", q: str = "bf16", records: str = "all") -> Figure:
     """Our retrieval grid for one KV format and query precision, beside BF16 KV with a BF16 query."""
+    return draw_task_grids(_retrieval_pair(kv, q, records))
+
+
+def update_retrieval(fig: Figure, kv: str = "q4_0", q: str = "bf16", records: str = "all") -> bool:
+    """Redraw a ``retrieval_view`` figure in place (the explorer's path)."""
+    return _TaskGrids.redraw(fig, _retrieval_pair(kv, q, records))
+
+
+def _retrieval_pair(kv: str, q: str, records: str) -> dict[str, pd.DataFrame]:
+    """BF16 KV with a BF16 query, and ``kv`` with ``q``: the two grids ``retrieval_view`` shows."""
     # run_grid answers each (kv, q) pair on its own: one grid of every explorer choice serves every slider move
     if kv in RETRIEVAL_KV and q in RETRIEVAL_Q:
         grid = _retrieval_grid(records, RETRIEVAL_KV, RETRIEVAL_Q)
@@ -436,12 +463,12 @@ def retrieval_view(kv: str = "q4_0", q: str = "bf16", records: str = "all") -> F
         grid = _retrieval_grid(records, tuple(sorted({"bf16", kv})), tuple(sorted({"bf16", q})))
     base = grid[(grid.kv == "bf16") & (grid.q == "bf16")]
     this = grid[(grid.kv == kv) & (grid.q == q)]
-    return draw_task_grids({"BF16 KV, BF16 Q": base, f"{kv} KV, {q} Q": this})
+    return {"BF16 KV, BF16 Q": base, f"{kv} KV, {q} Q": this}
 
 
 def retrieval_explorer() -> Explorer:
     """KV storage format and query precision against our eight retrieval tasks (8.4.4)."""
-    return explore(retrieval_view, kv=choice("KV stored as", list(RETRIEVAL_KV), "q4_0"),
+    return explore(retrieval_view, update_retrieval, kv=choice("KV stored as", list(RETRIEVAL_KV), "q4_0"),
                    q=choice("query as", list(RETRIEVAL_Q), "bf16"),
                    records=choice("documents", ["all", "n128", "n512"], "all"))
 
