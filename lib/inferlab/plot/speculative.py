@@ -219,25 +219,46 @@ def draft_length_frame(accept: float, decay: float, per_draft_ms: float, group: 
 
 def draft_length_view(accept: float, decay: float, per_draft_ms: float, group: int, batch: int) -> Figure:
     """The explorer's figure: time per token against draft length, best length marked."""
-    frame = draft_length_frame(accept, decay, per_draft_ms, group, batch)
     fig, ax = new_figure(width=7.0, height=3.2)
-    ax.plot(frame.index, frame["ms per token"], "o-", color=COLORS["decode"], ms=4, label="speculative")
-    ax.axhline(frame["plain ms per token"].iloc[0], color=COLORS["deadline"], ls=":", label="plain decode")
-    best = int(frame["ms per token"].idxmin())
-    ax.plot([best], [frame.loc[best, "ms per token"]], "*", ms=14, color=COLORS["highlight"], label=f"best m = {best}")
-    ax.set_xlabel("draft length m"), ax.set_ylabel("ms per output token (each request)")
-    top = max(frame["ms per token"].max(), frame["plain ms per token"].iloc[0])
-    # headroom for a one-row legend at a fixed place (searching for the 'best' place costs a redraw ~10 ms)
-    ax.set_xticks([1, *frame.index[3::4]]), ax.set_ylim(0, 1.3 * top)
-    ax.legend(fontsize=8, loc="upper center", ncols=3)
-    few_ticks(ax, x=None, y=5)
-    ax.set_title(f"batch {batch}: verify rows padded to multiples of {group}", fontsize=10)
+    _DraftLength(ax).set(draft_length_frame(accept, decay, per_draft_ms, group, batch), group, batch)
     return fig
+
+
+def update_draft_length(fig: Figure, accept: float, decay: float, per_draft_ms: float, group: int, batch: int) -> bool:
+    """Redraw a ``draft_length_view`` figure in place (the explorer's path)."""
+    return _DraftLength.redraw(fig, draft_length_frame(accept, decay, per_draft_ms, group, batch), group, batch)
+
+
+class _DraftLength(InPlace):
+    """``draft_length_view``'s curve, plain-decode line and best-length star, redrawn in place by ``set``."""
+
+    def __init__(self, ax) -> None:
+        self.ax = ax
+        self.curve, = ax.plot([], [], "o-", color=COLORS["decode"], ms=4, label="speculative")
+        self.plain = ax.axhline(0, color=COLORS["deadline"], ls=":", label="plain decode")
+        self.best, = ax.plot([], [], "*", ms=14, color=COLORS["highlight"])
+        ax.set_xlabel("draft length m"), ax.set_ylabel("ms per output token (each request)")
+        few_ticks(ax, x=None, y=5)
+        self.keep_on(ax.figure)
+
+    def set(self, frame: pd.DataFrame, group: int, batch: int) -> None:
+        ax, per_token, plain = self.ax, frame["ms per token"], frame["plain ms per token"].iloc[0]
+        self.curve.set_data(frame.index, per_token)
+        self.plain.set_ydata([plain, plain])
+        best = int(per_token.idxmin())
+        self.best.set_data([best], [per_token.loc[best]])
+        self.best.set_label(f"best m = {best}")
+        ax.relim()
+        ax.autoscale_view()
+        # headroom for a one-row legend at a fixed place (searching for the 'best' place costs a redraw ~10 ms)
+        ax.set_xticks([1, *frame.index[3::4]]), ax.set_ylim(0, 1.3 * max(per_token.max(), plain))
+        refresh_legend(ax, fontsize=8, loc="upper center", ncols=3)
+        ax.set_title(f"batch {batch}: verify rows padded to multiples of {group}", fontsize=10)
 
 
 def draft_length_explorer() -> Explorer:
     """Acceptance profile, per-draft cost, bucket size and batch against the best draft length (8.5.4)."""
-    return explore(draft_length_view, accept=float_slider("acceptance a1", 0.05, 1.0, 0.75, 0.05),
+    return explore(draft_length_view, update_draft_length, accept=float_slider("acceptance a1", 0.05, 1.0, 0.75, 0.05),
                    decay=float_slider("decay per position", 0.5, 1.0, 1.0, 0.05),
                    per_draft_ms=float_slider("cost per draft", 0.0, 8.0, 3.6, 0.1, unit="ms"),
                    group=choice("bucket size (rows)", [1, 4, 8, 16], 8),
