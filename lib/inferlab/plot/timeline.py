@@ -55,34 +55,63 @@ def request_timeline(
 ) -> Figure:
     """One request on a true time axis: queue (grey), prefill (blue), decode gaps (green), first/last token dots."""
     width = 7.5
-    small = min_font_pt(width)  # the smallest text, legible once scaled to the page
     fig, ax = new_figure(width=width, height=2.2)
-    t0 = r.arrival_s
-    first, last = r.token_times_s[0], r.token_times_s[-1]
-    gaps = r.itls_s
-    ax.barh(np.zeros(3), [queue_s, first - t0 - queue_s, last - first], left=[t0, t0 + queue_s, first], height=0.5,
-            color=[COLORS["queue"], COLORS["prefill"], COLORS["decode"]],
-            label=["queue", "prefill", f"decode ({len(gaps)} gaps)"])
-    if gaps.size:
-        stalled = np.flatnonzero(gaps > 1.5 * np.median(gaps))
-        if stalled.size:
-            starts = np.asarray(r.token_times_s)[stalled]
-            ax.broken_barh(list(zip(starts, gaps[stalled])), (-0.25, 0.5), color=COLORS["deadline"],
-                           label=f"stalled gap ({gaps.max() * 1e3:.0f} ms)")
-    ax.plot([first, last], [0, 0], "o", color="black", ms=5, zorder=5)
-    ax.annotate(f"first token {first - t0:.3f} s", (first, -0.25), (first, -0.75), ha="left", fontsize=9)
-    ax.annotate(f"last token {last - t0:.2f} s", (last, -0.25), (last, -0.65), ha="right", fontsize=9)
-    if deadline_s is not None:
-        deadline_line(ax, t0 + deadline_s, f"deadline {deadline_s:g} s")
-    ax.set_yticks([])
-    ax.set_ylim(-1, 1.3)
-    ax.set_xlabel("time since arrival (s)")
-    ax.legend(loc="upper left", ncol=3, fontsize=small)
-    ax.grid(axis="y", visible=False)
-    few_ticks(ax, x=6, y=None)
-    if title:
-        caption(fig, title)
+    _RequestTimeline(ax, min_font_pt(width)).set(r, queue_s, deadline_s, title)
     return fig
+
+
+class _RequestTimeline(InPlace):
+    """``request_timeline``'s bars, stalled gaps, token dots, notes and deadline, redrawn in place by ``set``."""
+
+    def __init__(self, ax, small: float) -> None:
+        self.ax, self.small = ax, small  # small: the smallest text legible on the page
+        self.bars = ax.barh(np.zeros(3), [1, 1, 1], height=0.5, color=[COLORS["queue"], COLORS["prefill"],
+                                                                        COLORS["decode"]], label=["queue", "prefill", "decode"])
+        self.stalls = ax.broken_barh([], (-0.25, 0.5), color=COLORS["deadline"], label="_stalled gap")
+        self.dots, = ax.plot([], [], "o", color="black", ms=5, zorder=5)
+        self.first = ax.annotate("", (0, -0.25), (0, -0.75), ha="left", fontsize=9)
+        self.last = ax.annotate("", (0, -0.25), (0, -0.65), ha="right", fontsize=9)
+        self.deadline = deadline_line(ax, 0)
+        ax.set_yticks([])
+        ax.set_ylim(-1, 1.3)
+        ax.set_xlabel("time since arrival (s)")
+        ax.grid(axis="y", visible=False)
+        few_ticks(ax, x=6, y=None)
+        self.keep_on(ax.figure)
+
+    def set(self, r: RequestTimes, queue_s: float, deadline_s: float | None = None, title: str = "") -> None:
+        ax, t0 = self.ax, r.arrival_s
+        first, last = r.token_times_s[0], r.token_times_s[-1]
+        gaps = r.itls_s
+        for bar, left, width in zip(self.bars, (t0, t0 + queue_s, first), (queue_s, first - t0 - queue_s, last - first)):
+            bar.set_x(left)
+            bar.set_width(width)
+        self.bars[2].set_label(f"decode ({len(gaps)} gaps)")
+        stalled = np.flatnonzero(gaps > 1.5 * np.median(gaps)) if gaps.size else np.array([], int)
+        starts = np.asarray(r.token_times_s)[stalled]
+        self.stalls.set_verts([[(x, -0.25), (x, 0.25), (x + dx, 0.25), (x + dx, -0.25)]
+                               for x, dx in zip(starts, gaps[stalled])])
+        self.stalls.set_label(f"stalled gap ({gaps.max() * 1e3:.0f} ms)" if stalled.size else "_stalled gap")
+        self.dots.set_data([first, last], [0, 0])
+        for note, at, y, text in ((self.first, first, -0.75, f"first token {first - t0:.3f} s"),
+                                  (self.last, last, -0.65, f"last token {last - t0:.2f} s")):
+            note.xy = (at, -0.25)
+            note.set_position((at, y))
+            note.set_text(text)
+        self.deadline.set_visible(False)
+        ax.relim(visible_only=True)
+        ax.autoscale_view()
+        if deadline_s is not None:  # as axvline does: the line widens the view only if it falls outside
+            self.deadline.set_xdata([t0 + deadline_s] * 2)
+            self.deadline.set_visible(True)
+            lo, hi = ax.get_xbound()
+            if not lo <= t0 + deadline_s <= hi:
+                ax.relim(visible_only=True)
+                ax.autoscale_view()
+        self.deadline.set_label(f"deadline {deadline_s:g} s" if deadline_s is not None else "_deadline")
+        refresh_legend(ax, loc="upper left", ncol=3, fontsize=self.small)
+        if title:
+            caption(ax.figure, title)
 
 
 def kv_capacity(counts: np.ndarray, kv_bytes: np.ndarray, budget_bytes: float, fits: int,
@@ -188,6 +217,19 @@ def step_breakdown(table: pd.DataFrame, title: str = "") -> Figure:
 def draw_single_request(queue_s: float, prefill_ms: float, itl_ms: float, output_tokens: int,
                         inserted_prefills: int = 0, deadline_s: float = 7.0) -> Figure:
     """Figure 8-2 for any knobs: ``inserted_prefills`` other prefills of ``prefill_ms`` each stall evenly spaced gaps."""
+    return request_timeline(*_single_request(queue_s, prefill_ms, itl_ms, output_tokens, inserted_prefills, deadline_s))
+
+
+def update_single_request(fig: Figure, queue_s: float, prefill_ms: float, itl_ms: float, output_tokens: int,
+                          inserted_prefills: int = 0, deadline_s: float = 7.0) -> bool:
+    """Redraw a ``draw_single_request`` figure in place (the explorer's path)."""
+    return _RequestTimeline.redraw(fig, *_single_request(queue_s, prefill_ms, itl_ms, output_tokens,
+                                                         inserted_prefills, deadline_s))
+
+
+def _single_request(queue_s: float, prefill_ms: float, itl_ms: float, output_tokens: int, inserted_prefills: int,
+                    deadline_s: float) -> tuple[RequestTimes, float, float, str]:
+    """The request ``draw_single_request`` shows, its queueing delay, deadline and title."""
     from ..timeline import single_request
 
     gaps = output_tokens - 1
@@ -197,8 +239,8 @@ def draw_single_request(queue_s: float, prefill_ms: float, itl_ms: float, output
             stalls[int(j)] = stalls.get(int(j), 0.0) + prefill_ms / 1e3
     r = single_request(queue_s, prefill_ms / 1e3, itl_ms / 1e3, output_tokens, stalls_s=stalls)
     verdict = "meets" if r.meets(deadline_s) else "misses"
-    return request_timeline(r, queue_s, deadline_s,
-                            f"TTFT {r.ttft_s:.3f} s, request time {r.request_time_s:.2f} s: {verdict} the {deadline_s:g} s deadline")
+    return r, queue_s, deadline_s, (f"TTFT {r.ttft_s:.3f} s, request time {r.request_time_s:.2f} s: {verdict} "
+                                    f"the {deadline_s:g} s deadline")
 
 
 def draw_capacity(model: str, kv_budget_gib: float, prompt_tokens: int, output_tokens: int,
@@ -252,7 +294,7 @@ def request_explorer() -> "Explorer":
     from .. import widgets as w
 
     return w.explore(
-        draw_single_request,
+        draw_single_request, update_single_request,
         queue_s=w.float_slider("queueing delay", 0.0, 2.0, 0.1, 0.05, "s"),
         prefill_ms=w.float_slider("prefill time", 10, 1000, 96, 2, "ms"),
         itl_ms=w.float_slider("inter-token latency", 5, 60, 26.5, 0.5, "ms"),
