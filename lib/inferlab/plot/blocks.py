@@ -451,23 +451,55 @@ def draw_hybrid_restore(paths: Sequence[HybridRestore], figure: str = "") -> Fig
 def draw_value_vs_hit_probability(costs: dict[str, PrefixCost], p_hit: float, figure: str = "") -> Figure:
     """V_h = p_h (T_rec - T_fetch) - T_maint against p_h, with each break-even point and the chosen p_h."""
     fig, ax = new_figure(width=6.5, height=3.2)
-    ps = [0.0, 1.0]  # V_h is linear in p_h: its two ends draw the line
-    colors = [COLORS["prefill"], COLORS["kv"], COLORS["decode"], COLORS["accent"]]
-    for i, ((label, c), color) in enumerate(zip(costs.items(), colors)):
-        ax.plot(ps, [c.value(p) / ms for p in ps], color=color, label=label)
-        p0 = c.break_even()
-        if p0 <= 1:
-            ax.plot([p0], [0], "o", color=color)
-            ax.annotate(f"{p0:.1%}", (p0, 0), textcoords="offset points", xytext=(6, -12 - 11 * i), fontsize=8,
-                        color=color)
-        ax.plot([p_hit], [c.value(p_hit) / ms], "s", color=color)
-    ax.axhline(0, color=_EDGE, lw=0.8)
-    ax.axvline(p_hit, color=COLORS["highlight"], ls=":", lw=1)
-    ax.set_xlabel("hit probability $p_h$")
-    ax.set_ylabel("$V_h$ (ms)")
-    few_ticks(ax, 5, 5)
-    ax.legend(loc="upper left")
+    _ValueLines(ax, list(costs)).set(list(costs.values()), p_hit)
     return caption(fig, figure) if figure else fig
+
+
+class _ValueLines(InPlace):
+    """``draw_value_vs_hit_probability``'s lines, break-even points and chosen p_h, redrawn in place by ``set``."""
+
+    def __init__(self, ax, labels: list[str]) -> None:
+        self.ax, self.marks = ax, []
+        colors = [COLORS["prefill"], COLORS["kv"], COLORS["decode"], COLORS["accent"]]
+        for i, (label, color) in enumerate(zip(labels, colors)):
+            line, = ax.plot([], [], color=color, label=label)
+            even, = ax.plot([], [], "o", color=color)
+            note = ax.annotate("", (0, 0), textcoords="offset points", xytext=(6, -12 - 11 * i), fontsize=8,
+                               color=color)
+            chosen, = ax.plot([], [], "s", color=color)
+            self.marks.append((line, even, note, chosen))
+        self.zero = ax.axhline(0, color=_EDGE, lw=0.8)
+        self.chosen = ax.axvline(0, color=COLORS["highlight"], ls=":", lw=1)
+        ax.set_xlabel("hit probability $p_h$")
+        ax.set_ylabel("$V_h$ (ms)")
+        few_ticks(ax, 5, 5)
+        self.keep_on(ax.figure)
+
+    def set(self, costs: list[PrefixCost], p_hit: float) -> bool:
+        if len(costs) != len(self.marks):
+            return False  # another number of lines: a figure of its own
+        ps = [0.0, 1.0]  # V_h is linear in p_h: its two ends draw the line
+        for (line, even, note, chosen), c in zip(self.marks, costs):
+            line.set_data(ps, [c.value(p) / ms for p in ps])
+            p0 = c.break_even()
+            for mark in (even, note):
+                mark.set_visible(p0 <= 1)
+            if p0 <= 1:
+                even.set_data([p0], [0])
+                note.xy = (p0, 0)
+                note.set_text(f"{p0:.1%}")
+            chosen.set_data([p_hit], [c.value(p_hit) / ms])
+        self.chosen.set_xdata([p_hit, p_hit])
+        self.zero.set_visible(False)
+        self.ax.relim(visible_only=True)
+        self.ax.autoscale_view()
+        self.zero.set_visible(True)
+        lo, hi = self.ax.get_ybound()
+        if not lo <= 0 <= hi:  # as axhline does: the zero line widens the view only if it falls outside
+            self.ax.relim(visible_only=True)
+            self.ax.autoscale_view()
+        refresh_legend(self.ax, loc="upper left")
+        return True
 
 
 def draw_cache_choice(a: PrefixCost, b: PrefixCost, n_b: int, p_a: float, p_b: float, figure: str = "") -> Figure:
@@ -655,12 +687,28 @@ def _link_costs(link_gb_per_s: float, maintain_per_fetch: float = 1.0) -> tuple[
 
 def value_view(link_gb_per_s: float = 64, p_hit: float = 0.5, maintain_per_fetch: float = 1.0) -> Figure:
     """V_h of prefixes A (6144 tokens) and B (2048) over a host link; T_maint = ``maintain_per_fetch`` x T_fetch."""
-    a, b = _link_costs(link_gb_per_s, maintain_per_fetch)
-    fig = draw_value_vs_hit_probability({"A: 6144 tokens, 864 MiB": a, "B: 2048 tokens, 288 MiB": b}, p_hit)
-    edge = f"A breaks even at {a.break_even():.1%}" if a.break_even() <= 1 else "A never pays"
-    fig.axes[0].set_title(rf"{link_gb_per_s:g} GB/s, $T_{{\mathrm{{maint}}}}$ = {maintain_per_fetch:g} $T_{{\mathrm{{fetch}}}}$: {edge}, "
-                          f"$V_h$({p_hit:.2f}) = {a.value(p_hit) / ms:.1f} ms", fontsize=10)
+    costs, p_hit, title = _value_inputs(link_gb_per_s, p_hit, maintain_per_fetch)
+    fig = draw_value_vs_hit_probability(costs, p_hit)
+    fig.axes[0].set_title(title, fontsize=10)
     return fig
+
+
+def update_value(fig: Figure, link_gb_per_s: float = 64, p_hit: float = 0.5, maintain_per_fetch: float = 1.0) -> bool:
+    """Redraw a ``value_view`` figure in place (the explorer's path)."""
+    costs, p_hit, title = _value_inputs(link_gb_per_s, p_hit, maintain_per_fetch)
+    if not _ValueLines.redraw(fig, list(costs.values()), p_hit):
+        return False
+    fig.axes[0].set_title(title, fontsize=10)
+    return True
+
+
+def _value_inputs(link_gb_per_s: float, p_hit: float, maintain_per_fetch: float) -> tuple[dict, float, str]:
+    """The prefixes ``value_view`` draws, by label, the chosen p_h, and the title."""
+    a, b = _link_costs(link_gb_per_s, maintain_per_fetch)
+    edge = f"A breaks even at {a.break_even():.1%}" if a.break_even() <= 1 else "A never pays"
+    return ({"A: 6144 tokens, 864 MiB": a, "B: 2048 tokens, 288 MiB": b}, p_hit,
+            rf"{link_gb_per_s:g} GB/s, $T_{{\mathrm{{maint}}}}$ = {maintain_per_fetch:g} $T_{{\mathrm{{fetch}}}}$: {edge}, "
+            f"$V_h$({p_hit:.2f}) = {a.value(p_hit) / ms:.1f} ms")
 
 
 KEEP_LENGTHS = tuple(2 ** k for k in range(4, 16))  # 16 ... 32,768 tokens

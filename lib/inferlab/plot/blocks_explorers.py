@@ -49,7 +49,7 @@ def snapshot_explorer() -> Explorer:
 
 def value_explorer() -> Explorer:
     """V_h of the 6144-token prefix against link bandwidth, hit probability and maintenance (8.3.4)."""
-    return explore(b.value_view, link_gb_per_s=float_slider("host link", 4, 128, 64, 4, unit="GB/s"),
+    return explore(b.value_view, b.update_value, link_gb_per_s=float_slider("host link", 4, 128, 64, 4, unit="GB/s"),
                    p_hit=float_slider("hit probability", 0, 1, 0.5, 0.01),
                    maintain_per_fetch=float_slider("maintenance", 0, 16, 1, 0.5, unit="x T_fetch"))
 
