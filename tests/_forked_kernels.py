@@ -112,6 +112,7 @@ class _Server:
             if self._proc is not None:
                 self._proc.stdin.close()
                 self._proc.wait(10)
+                self._proc.stdout.close()
                 self._proc = None
 
 
