@@ -5,6 +5,8 @@ Explorers are found automatically: every function named ``*_explorer`` in a modu
 """
 
 
+from pathlib import Path
+
 import ipywidgets as w
 import pytest
 from matplotlib.figure import Figure
@@ -51,7 +53,14 @@ def _same_as_the_widget_shows(explorer, overrides: dict, fresh_png: bytes | None
     before = explorer._shown
     shown = explorer.frame(**overrides)
     if fresh_png is not None:
-        assert to_png(shown) == fresh_png, f"redrawn in place, {overrides} differs from a new draw"
+        png = to_png(shown)
+        if png != fresh_png:  # both pictures kept for review
+            out = Path(__file__).resolve().parents[1] / "_build" / "widget-mismatch"
+            out.mkdir(parents=True, exist_ok=True)
+            stem = f"{explorer.draw.__name__}-{abs(hash(repr(sorted(overrides.items())))):x}"
+            (out / f"{stem}-frame.png").write_bytes(png)
+            (out / f"{stem}-new.png").write_bytes(fresh_png)
+        assert png == fresh_png, f"{overrides}: frame (reused: {shown is before}) differs from a new draw, see {stem}"
     return before is not None and shown is before
 
 
