@@ -52,8 +52,7 @@ book: setup  ## execute every notebook and build the HTML into _build/html
 # Each notebook executes once: nbmake runs it and stores it in the book's cache (conftest.py), the build reuses it.
 # nbmake's kernels are forked from a warm process (tests/_forked_kernels.py): 62 -> 44 s for the 31 notebooks here.
 # Two chains share the two cores (make -j2): the unit tests, and notebooks -> book build -> browser test.
-# The book chain has single-threaded stretches (the build, Chromium waiting on a page); the unit tests fill them,
-# at a lower priority (nice): given equal shares, the build got a third of the CPU and the browser test ran alone last.
+# The book chain has single-threaded stretches (the build, Chromium waiting on a page); the unit tests fill them.
 # torch installs at the head of the unit chain; the repository checks (tests/test_repo.py) run among the unit tests.
 test: setup  ## every test
 	rm -rf $(CACHE)
@@ -67,7 +66,7 @@ book-check: $(STAMP) $(WEB)
 	@$(MAKE) --no-print-directory browser
 
 unit: $(STAMP) $(TORCH) $(WEB)
-	nice -n 10 $(PY) -m pytest tests -m "not book" -n $(JOBS) -q
+	$(PY) -m pytest tests -m "not book" -n $(JOBS) -q
 
 notebooks: $(STAMP)
 	rm -rf $(CACHE)
