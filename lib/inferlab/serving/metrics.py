@@ -38,20 +38,15 @@ def _check(records: pd.DataFrame) -> pd.DataFrame:
 def observation_window(records: pd.DataFrame) -> tuple[float, float]:
     """(start, end) of observation: first scheduled arrival to the last finish (or last arrival if none finished)."""
     r = _check(records)
-    arrivals, finishes = r["arrival_s"].to_numpy(float), _finishes(r)
+    arrivals = r["arrival_s"].to_numpy(float)
+    finishes = _served_spans(r)[1]
     start = float(arrivals.min())
     end = max(float(finishes.max()) if len(finishes) else start, float(arrivals.max()))
     return start, end
 
 
-def _finishes(r: pd.DataFrame) -> np.ndarray:
-    """Finish times of the served requests (numpy: a slider redraw calls this several times)."""
-    f = r["finish_s"].to_numpy(float)
-    return f[~np.isnan(f)]
-
-
 def _served_spans(r: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(arrival, finish) of every served request."""
+    """(arrival, finish) of every served request (numpy masks: a slider redraw calls this several times)."""
     arrivals, finishes = r["arrival_s"].to_numpy(float), r["finish_s"].to_numpy(float)
     served = ~np.isnan(finishes)
     return arrivals[served], finishes[served]
