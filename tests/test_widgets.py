@@ -252,3 +252,22 @@ def test_in_place_redraw_needs_the_figure_to_keep_its_own_kind() -> None:
     assert Mark.redraw(fig, 2.0) and list(ax.lines[0].get_ydata()) == [2.0, 2.0]
     assert not Mark.redraw(fig, -1.0) and list(ax.lines[0].get_ydata()) == [2.0, 2.0]
     assert not Mark.redraw(plain, 2.0) and not Other.redraw(fig)
+
+
+def test_rescale_lets_a_reference_line_widen_the_view_only_when_outside_it_as_axvline_does() -> None:
+    from inferlab.plot import new_figure, rescale
+
+    for x, widened in ((0.5, False), (3.0, True)):
+        _, fresh = new_figure()
+        fresh.plot([0, 1], [0, 1])
+        fresh.axvline(x)  # Matplotlib's own rule, for the figure drawn anew
+        _, kept = new_figure()
+        line, = kept.plot([5, 9], [5, 9])
+        ref = kept.axvline(7.0)
+        line.set_data([0, 1], [0, 1])  # the same picture, redrawn in place
+        ref.set_xdata([x, x])
+        rescale(kept, ref)
+        assert kept.get_xlim() == fresh.get_xlim() and (kept.get_xlim()[1] > 1.05) == widened
+    _, ax = new_figure()
+    with pytest.raises(ValueError, match="reference"):
+        rescale(ax, ax.plot([0, 1], [0, 1])[0])

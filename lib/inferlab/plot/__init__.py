@@ -209,6 +209,31 @@ def refresh_legend(ax: Axes, handles: list | None = None, *, on_figure: bool = F
     legend._inferlab_key = key
 
 
+def rescale(ax: Axes, reference: Line2D | None = None) -> None:
+    """Fit ``ax``'s view to its visible artists again (a figure redrawn in place).
+
+    ``reference``, a line made by ``axvline`` or ``axhline`` (a deadline, a zero line), widens the view
+    only when it falls outside it, as those functions do when they add it: a new draw and a redraw in
+    place then frame the data alike.
+    """
+    if reference is None or not reference.get_visible():
+        ax.relim(visible_only=True)
+        ax.autoscale_view()
+        return
+    if reference.get_transform() is ax.get_xaxis_transform(which="grid"):
+        at, bound = reference.get_xdata()[0], ax.get_xbound
+    elif reference.get_transform() is ax.get_yaxis_transform(which="grid"):
+        at, bound = reference.get_ydata()[0], ax.get_ybound
+    else:
+        raise ValueError("reference must be a line of ax made by axvline or axhline")
+    reference.set_visible(False)
+    rescale(ax)
+    reference.set_visible(True)
+    lo, hi = bound()
+    if not lo <= at <= hi:
+        rescale(ax)
+
+
 def deadline_line(ax: Axes, x: float, label: str = "deadline", vertical: bool = True) -> Line2D:
     """Draw a dashed red limit line (a deadline or a memory budget) with its label."""
     line = ax.axvline if vertical else ax.axhline

@@ -25,7 +25,7 @@ from ..prefix_cache import RadixCache, RadixNode, eviction_sweep, standard_polic
 from ..snapshots import HybridRestore, Restore, restore, snapshot_positions, spacing_tradeoff
 from ..units import GB, GiB, MiB, ms
 from ..workloads import agent_workload
-from . import COLORS, InPlace, add_boxes, caption, deadline_line, new_figure, refresh_legend
+from . import COLORS, InPlace, add_boxes, caption, deadline_line, new_figure, refresh_legend, rescale
 from .legibility import MIN_LABEL_PT, PAGE_WIDTH_IN, legible, smallest_label_pt  # noqa: F401 (re-exported)
 from .ticks import InView, few_ticks, round_log_ticks
 
@@ -490,14 +490,7 @@ class _ValueLines(InPlace):
                 note.set_text(f"{p0:.1%}")
             chosen.set_data([p_hit], [c.value(p_hit) / ms])
         self.chosen.set_xdata([p_hit, p_hit])
-        self.zero.set_visible(False)
-        self.ax.relim(visible_only=True)
-        self.ax.autoscale_view()
-        self.zero.set_visible(True)
-        lo, hi = self.ax.get_ybound()
-        if not lo <= 0 <= hi:  # as axhline does: the zero line widens the view only if it falls outside
-            self.ax.relim(visible_only=True)
-            self.ax.autoscale_view()
+        rescale(self.ax, self.zero)
         refresh_legend(self.ax, loc="upper left")
         return True
 

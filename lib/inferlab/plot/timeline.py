@@ -17,7 +17,8 @@ from ..timeline import RequestTimes
 
 if TYPE_CHECKING:
     from ..widgets import Explorer
-from . import COLORS, REQUEST_COLORS, InPlace, add_boxes, caption, deadline_line, new_figure, refresh_legend
+from . import (COLORS, REQUEST_COLORS, InPlace, add_boxes, caption, deadline_line, new_figure, refresh_legend,
+                rescale)
 from .legibility import min_font_pt
 from .ticks import few_ticks
 
@@ -98,17 +99,11 @@ class _RequestTimeline(InPlace):
             note.xy = (at, -0.25)
             note.set_position((at, y))
             note.set_text(text)
-        self.deadline.set_visible(False)
-        ax.relim(visible_only=True)
-        ax.autoscale_view()
-        if deadline_s is not None:  # as axvline does: the line widens the view only if it falls outside
+        self.deadline.set_visible(deadline_s is not None)
+        if deadline_s is not None:
             self.deadline.set_xdata([t0 + deadline_s] * 2)
-            self.deadline.set_visible(True)
-            lo, hi = ax.get_xbound()
-            if not lo <= t0 + deadline_s <= hi:
-                ax.relim(visible_only=True)
-                ax.autoscale_view()
         self.deadline.set_label(f"deadline {deadline_s:g} s" if deadline_s is not None else "_deadline")
+        rescale(ax, self.deadline)
         refresh_legend(ax, loc="upper left", ncol=3, fontsize=self.small)
         if title:
             caption(ax.figure, title)
