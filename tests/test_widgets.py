@@ -5,6 +5,7 @@ Explorers are found automatically: every function named ``*_explorer`` in a modu
 """
 
 
+import warnings
 from pathlib import Path
 
 import ipywidgets as w
@@ -49,18 +50,26 @@ def _same_as_the_widget_shows(explorer, overrides: dict, fresh_png: bytes | None
     """For an explorer that redraws in place: its next frame has exactly the pixels of a new draw
     (``fresh_png``; None moves on to the frame without comparing).
 
+    A frame that differs is compared with a second new draw before the test fails: a new draw of the same
+    values gave other bytes in about 1 of 25 processes here, never reproduced (not in 7 processes drawing
+    all 976 explorer pictures twice, in order, shuffled, or from each figure-template state). The second
+    reference tells that apart from a frame that is wrong. Only the reference is drawn again,
+    never the frame: the reader sees the frame's first rendering. Both pictures are kept for review.
+
     Returns whether the frame reused the figure shown before it (the in-place path ran)."""
     before = explorer._shown
     shown = explorer.frame(**overrides)
     if fresh_png is not None:
         png = to_png(shown)
-        if png != fresh_png:  # both pictures kept for review
+        if png != fresh_png:
             out = Path(__file__).resolve().parents[1] / "_build" / "widget-mismatch"
             out.mkdir(parents=True, exist_ok=True)
             stem = f"{explorer.draw.__name__}-{abs(hash(repr(sorted(overrides.items())))):x}"
             (out / f"{stem}-frame.png").write_bytes(png)
             (out / f"{stem}-new.png").write_bytes(fresh_png)
-        assert png == fresh_png, f"{overrides}: frame (reused: {shown is before}) differs from a new draw, see {stem}"
+            again = to_png(explorer.render(**overrides))
+            assert png == again, f"{overrides}: frame (reused: {shown is before}) differs from two new draws, see {stem}"
+            warnings.warn(f"{overrides}: a new draw differed from the frame and from a second new draw, see {stem}")
     return before is not None and shown is before
 
 
@@ -154,6 +163,25 @@ def test_frame_updates_in_place_falls_back_to_a_new_draw_and_keeps_only_figures(
         widgets.explore(draw, "not a function", n=widgets.int_slider("n", 1, 5, 2))
     text = widgets.explore(lambda n: f"n = {n}", lambda fig, n: True, n=widgets.int_slider("n", 1, 5, 2))
     assert text.frame() == "n = 2" and text.frame(n=3) == "n = 3"  # only figures are kept to redraw
+
+
+def test_a_frame_redrawn_wrongly_in_place_fails_the_comparison_with_new_draws() -> None:
+    from inferlab.plot import new_figure
+
+    def draw(y: int) -> Figure:
+        fig, ax = new_figure(width=3.0, height=2.0)
+        ax.plot([0, 1], [0, y])
+        ax.set_ylim(0, 4)
+        return fig
+
+    def update(fig: Figure, y: int) -> bool:
+        fig.axes[0].lines[0].set_ydata([0, y + 1])  # one off: the wrong picture
+        return True
+
+    ex = widgets.explore(draw, update, y=widgets.int_slider("y", 1, 3, 1))
+    ex.frame()
+    with pytest.raises(AssertionError, match="differs from two new draws"):
+        _same_as_the_widget_shows(ex, {"y": 2}, to_png(ex.render(y=2)))
 
 
 def test_a_rejected_combination_renders_as_a_message() -> None:
