@@ -9,8 +9,8 @@ working directory, environment and random seeds, every cell of the notebook exec
 statement too (they find the module already loaded, as a second import in one kernel does).
 
 Only modules whose import does not look at the running shell are preloaded (with the environment
-ipykernel gives a kernel, ``MPLBACKEND`` included). Not pandas: it sets its display width from
-whether it is imported inside a kernel. Not inferlab, whose ``plot`` registers its PNG formatter with
+ipykernel gives a kernel, ``MPLBACKEND`` included), and pandas, which only asks whether it is imported
+inside a kernel (its display width depends on it): it is imported with ``get_ipython()`` saying so. Not inferlab, whose ``plot`` registers its PNG formatter with
 the shell, nor ipywidgets, which registers its comm target. ``tests/test_forked_kernels.py`` checks
 that a notebook shows the same outputs from a forked kernel as from a plain one. The reader's cold
 start is measured without any of this (``benchmarks/run.py`` starts plain kernels).
@@ -189,6 +189,33 @@ def _child(request: dict[str, Any], ready: int) -> None:
         os._exit(code)
 
 
+def _import_as_in_a_kernel(name: str) -> None:
+    """Import ``name`` where a kernel would: ``get_ipython()`` answers with a shell that has a kernel, and
+    ``sys.stdout`` has the encoding of the kernel's stream.
+
+    pandas reads both once, at import: ``display.max_columns`` (20 in a kernel, 0 in a terminal) and
+    ``display.encoding``. Nothing else of a kernel is there to be seen, so a module that looks further
+    fails the probe test.
+    """
+    import builtins
+    import importlib
+
+    from ipykernel.iostream import OutStream
+
+    class _KernelShell:
+        kernel = True
+
+    class _KernelStream:
+        encoding = OutStream.encoding
+
+    builtins.get_ipython, stdout, sys.stdout = _KernelShell, sys.stdout, _KernelStream()
+    try:
+        importlib.import_module(name)
+    finally:
+        del builtins.get_ipython
+        sys.stdout = stdout
+
+
 def _serve() -> None:
     """Import ``PRELOAD``, then fork one kernel per request line until stdin closes."""
     import importlib
@@ -196,6 +223,7 @@ def _serve() -> None:
 
     for name in PRELOAD:
         importlib.import_module(name)
+    _import_as_in_a_kernel("pandas")
 
     def reap(*_: Any) -> None:
         try:
