@@ -77,8 +77,22 @@ def test_shipped_data_matches_the_code_that_made_it() -> None:
                                       check_dtype=False, rtol=1e-8)
 
 
+@pytest.fixture(scope="module")
+def forked_kernels():
+    """Kernels forked from a warm server, as nbmake's (``tests/_forked_kernels.py``): numpy, pandas, sympy and
+    Matplotlib are imported once for the six notebooks below, not once per notebook."""
+    import _forked_kernels as fk
+    from jupyter_client.provisioning import local_provisioner
+
+    launch = fk.forking(local_provisioner.launch_kernel)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(local_provisioner, "launch_kernel", launch)
+        yield
+    launch.server.close()
+
+
 @pytest.mark.parametrize("ex_id", ["8-1", "8-3", "8-5", "8-6", "8-7", "8-8"])
-def test_a_solved_notebook_says_correct_everywhere(ex_id: str, tmp_path) -> None:
+def test_a_solved_notebook_says_correct_everywhere(ex_id: str, tmp_path, forked_kernels) -> None:
     nb = submission(ex_id, "Ada")
     NotebookClient(nb, timeout=120, resources={"metadata": {"path": str(tmp_path)}}).execute()
     texts = [o.get("data", {}).get("text/markdown", "") for c in nb.cells for o in c.get("outputs", [])]
