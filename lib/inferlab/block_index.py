@@ -14,6 +14,7 @@ later copy of the same content reconnects the chain.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import chain
 
 HashFn = Callable[[int | None, tuple[int, ...]], int]
 
@@ -45,7 +46,7 @@ class PrefixNode:
         while node.parent is not None:
             parts.append(node.tokens)
             node = node.parent
-        return tuple(t for part in reversed(parts) for t in part)
+        return tuple(chain.from_iterable(reversed(parts)))
 
 
 class BlockIndex:

@@ -439,6 +439,8 @@ class BlockManager:
         return seq
 
     def _block_id(self, block_id: int) -> int:
+        if type(block_id) is int and 0 <= block_id < self.num_blocks:  # the common case, without a call
+            return block_id
         if not 0 <= non_negative_int("block_id", block_id) < self.num_blocks:
             raise ValueError(f"block_id must lie in [0, {self.num_blocks}), got {block_id!r}")
         return int(block_id)
