@@ -229,25 +229,45 @@ def draw_branch_sharing(refs: int, physical: int, title: str = "", figure: str =
     return caption(fig, figure) if figure else fig
 
 
+class _CapacityLines(InPlace):
+    """``draw_capacity_vs_requests``'s two totals, fit marks and counts, redrawn in place by ``set``."""
+
+    def __init__(self, ax, budget_bytes: float) -> None:
+        self.ax, self.budget = ax, budget_bytes / GiB
+        self.independent, = ax.plot([], [], color=COLORS["kv"], label="independent")
+        self.shared, = ax.plot([], [], color=COLORS["shared"], label="shared prefix")
+        deadline_line(ax, self.budget, f"KV budget {self.budget:.0f} GiB", vertical=False)
+        self.fits = [(ax.axvline(0, color=c, ls=":", lw=1), ax.text(0, self.budget * (0.05 + 0.12 * i), "", color=c))
+                     for i, c in enumerate((COLORS["kv"], COLORS["shared"]))]
+        ax.set_xlabel("requests")
+        ax.set_ylabel("KV to completion (GiB)")
+        ax.set_ylim(0, max(self.budget * 1.6, 1))
+        few_ticks(ax, 5, None, integer=True)
+        few_ticks(ax, None, 4)
+        ax.legend(loc="upper left")
+        self.keep_on(ax.figure)
+
+    def set(self, n_max: int, independent_bytes: float, shared_bytes: float, private_bytes: float,
+            budget_bytes: float, fit_independent: int, fit_shared: int) -> bool:
+        if budget_bytes / GiB != self.budget:
+            return False  # another budget line and legend: a figure of its own
+        ns = [1, n_max]  # both totals are linear in n: their two ends draw the lines
+        self.independent.set_data(ns, [n * independent_bytes / GiB for n in ns])
+        self.shared.set_data(ns, [(shared_bytes + n * private_bytes) / GiB for n in ns])
+        for (line, note), n in zip(self.fits, (fit_independent, fit_shared)):
+            line.set_xdata([n, n])
+            note.set_x(n)
+            note.set_text(f" {n} fit")
+        self.ax.set_xlim(0, n_max)
+        return True
+
+
 def draw_capacity_vs_requests(n_max: int, independent_bytes: float, shared_bytes: float, private_bytes: float,
                               budget_bytes: float, fit_independent: int, fit_shared: int, figure: str = "") -> Figure:
     """KV of n requests stored independently vs sharing a prefix, against the KV budget, with the fit counts given."""
     fig, ax = new_figure(width=6.5, height=3.2)
-    ns = [1, n_max]  # both totals are linear in n: their two ends draw the lines
-    ax.plot(ns, [n * independent_bytes / GiB for n in ns], color=COLORS["kv"], label="independent")
-    ax.plot(ns, [(shared_bytes + n * private_bytes) / GiB for n in ns], color=COLORS["shared"],
-            label="shared prefix")
-    deadline_line(ax, budget_bytes / GiB, f"KV budget {budget_bytes / GiB:.0f} GiB", vertical=False)
-    for i, (n, c) in enumerate(((fit_independent, COLORS["kv"]), (fit_shared, COLORS["shared"]))):
-        ax.axvline(n, color=c, ls=":", lw=1)
-        ax.text(n, budget_bytes / GiB * (0.05 + 0.12 * i), f" {n} fit", color=c)
-    ax.set_xlim(0, n_max)
-    ax.set_xlabel("requests")
-    ax.set_ylabel("KV to completion (GiB)")
-    ax.set_ylim(0, max(budget_bytes / GiB * 1.6, 1))
-    few_ticks(ax, 5, None, integer=True)
-    few_ticks(ax, None, 4)
-    ax.legend(loc="upper left")
+    _CapacityLines(ax, budget_bytes).set(n_max, independent_bytes, shared_bytes, private_bytes, budget_bytes,
+                                         fit_independent, fit_shared)
     return caption(fig, figure) if figure else fig
 
 
@@ -623,16 +643,31 @@ def shared_batch_view(prefix_tokens: int = 6144, block_size: int = 16) -> Figure
 
     The shared part is capped one token short of the prompt: its last token is always computed.
     """
+    totals, title = _shared_batch(prefix_tokens, block_size)
+    fig = draw_capacity_vs_requests(*totals)
+    fig.axes[0].set_title(title, fontsize=10)
+    return fig
+
+
+def update_shared_batch(fig: Figure, prefix_tokens: int = 6144, block_size: int = 16) -> bool:
+    """Redraw a ``shared_batch_view`` figure in place (the explorer's path)."""
+    totals, title = _shared_batch(prefix_tokens, block_size)
+    if not _CapacityLines.redraw(fig, *totals):
+        return False
+    fig.axes[0].set_title(title, fontsize=10)
+    return True
+
+
+def _shared_batch(prefix_tokens: int, block_size: int) -> tuple[tuple, str]:
+    """``draw_capacity_vs_requests``'s arguments for ``shared_batch_view``, and its title."""
     model, budget = MODEL, KV_BUDGET_BYTES
     prefix = min(prefix_tokens, 8192 - 1)
     shared, private = shared_and_private_bytes(model, 8192, 256, block_size, prefix)
     fit_i = max_concurrent_requests(budget, model, 8192, 256, block_size)
     fit_s = max_concurrent_requests(budget, model, 8192, 256, block_size, prefix)
-    fig = draw_capacity_vs_requests(int(max(fit_i, fit_s) * 1.25) + 2, request_kv_bytes(model, 8192, 256, block_size),
-                                    shared, private, budget, fit_i, fit_s)
-    fig.axes[0].set_title(f"{prefix:,}-token shared prefix, B = {block_size}: {fit_s} requests fit instead of {fit_i}",
-                          fontsize=10)
-    return fig
+    totals = (int(max(fit_i, fit_s) * 1.25) + 2, request_kv_bytes(model, 8192, 256, block_size), shared, private,
+              budget, fit_i, fit_s)
+    return totals, f"{prefix:,}-token shared prefix, B = {block_size}: {fit_s} requests fit instead of {fit_i}"
 
 
 def refcount_view(step: int = 0) -> Figure:

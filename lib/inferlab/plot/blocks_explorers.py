@@ -35,7 +35,7 @@ def branch_sharing_explorer() -> Explorer:
 def shared_batch_explorer() -> Explorer:
     """Long requests stored independently against sharing a prefix, in the 12 GiB budget (8.3.2)."""
     return explore(
-        b.shared_batch_view,
+        b.shared_batch_view, b.update_shared_batch,
         prefix_tokens=int_slider("shared prefix", 0, 8192, 6144, step=256, unit="tokens"),
         block_size=int_slider("block size", 1, 64, 16, unit="tokens"),
     )
