@@ -263,32 +263,60 @@ def _configs(kv_budget_gib: float, deadline_s: float, output_tokens: int, tokens
                    + ("" if accelerator == serving.MEASURED_ON else f", estimated for the {card}") + f"; {best}")
 
 
+class _AmdahlCurves(InPlace):
+    """``amdahl_view``'s curves and their limits, redrawn in place by ``set`` (for as many shares as it was built)."""
+
+    def __init__(self, ax, n: int) -> None:
+        self.ax = ax
+        colors = [COLORS["queue"], COLORS["prefill"], COLORS["decode"], COLORS["kv"]][:n]
+        self.curves = [ax.plot([], [], color=color, lw=2)[0] for color in colors]
+        # the limits 1/(1-f) across the whole width, as one collection (an axhline each re-scales the axes each time)
+        self.limits = LineCollection([], colors=colors, linestyles=":", linewidths=1, transform=ax.get_yaxis_transform())
+        ax.add_collection(self.limits, autolim=False)
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_locator(InView(LogLocator(base=2)))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.set(xlabel="decode speed-up σ", ylabel="whole-task speed-up")
+        few_ticks(ax, x=None, y=5)
+        self.keep_on(ax.figure)
+
+    def set(self, fractions: tuple[float, ...], max_speedup: float) -> bool:
+        if len(fractions) != len(self.curves):
+            return False  # another number of curves: a figure of its own
+        s = np.geomspace(1, max_speedup, 200)
+        for line, f in zip(self.curves, fractions):
+            line.set_data(s, [serving.amdahl_speedup(f, x) for x in s])
+            line.set_label(f"decode share {f:.0%}")
+        limits = np.array([1 / (1 - f) if f < 1 else np.nan for f in fractions])
+        self.limits.set_segments([[(0, y), (1, y)] for y in limits])
+        self.ax.relim()
+        finite = limits[np.isfinite(limits)]
+        self.ax.update_datalim(np.column_stack([np.ones_like(finite), finite]), updatex=False)
+        self.ax.autoscale_view()
+        refresh_legend(self.ax, loc="upper left")
+        return True
+
+
 def amdahl_view(fractions: tuple[float, ...] = (0.2, 0.5, 0.8), max_speedup: float = 16.0) -> Figure:
     """Figure 8-36: whole-task speed-up against the speed-up of one stage, for several shares of the time."""
     fig, ax = new_figure(width=6.0, height=3.4)
-    s = np.geomspace(1, max_speedup, 200)
-    colors = [COLORS["queue"], COLORS["prefill"], COLORS["decode"], COLORS["kv"]][:len(fractions)]
-    for f, color in zip(fractions, colors):
-        ax.plot(s, [serving.amdahl_speedup(f, x) for x in s], color=color, lw=2, label=f"decode share {f:.0%}")
-    # the limits 1/(1-f) across the whole width, as one collection (an axhline each re-scales the axes each time)
-    limits = np.array([1 / (1 - f) if f < 1 else np.nan for f, _ in zip(fractions, colors)])
-    ax.add_collection(LineCollection([[(0, y), (1, y)] for y in limits], colors=colors, linestyles=":", linewidths=1,
-                                     transform=ax.get_yaxis_transform()), autolim=False)
-    finite = limits[np.isfinite(limits)]
-    ax.update_datalim(np.column_stack([np.ones_like(finite), finite]), updatex=False)
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_locator(InView(LogLocator(base=2)))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.xaxis.set_major_formatter(ScalarFormatter())
-    ax.set(xlabel="decode speed-up σ", ylabel="whole-task speed-up")
-    ax.legend(loc="upper left")
-    few_ticks(ax, x=None, y=5)
+    _AmdahlCurves(ax, len(fractions)).set(fractions, max_speedup)
     return caption(fig, "Figure 8-36: Amdahl's law; dotted lines are the limits 1/(1-f) as the stage becomes free")
+
+
+def _explorer_shares(decode_share: float) -> tuple[float, ...]:
+    return tuple(sorted({0.2, 0.5, 0.8, round(decode_share, 2)}))
 
 
 def amdahl_explorer_view(decode_share: float = 0.5, max_speedup: float = 16.0) -> Figure:
     """Amdahl's curve for one decode share beside the chapter's three."""
-    return amdahl_view(tuple(sorted({0.2, 0.5, 0.8, round(decode_share, 2)})), max_speedup)
+    return amdahl_view(_explorer_shares(decode_share), max_speedup)
+
+
+def update_amdahl(fig: Figure, decode_share: float = 0.5, max_speedup: float = 16.0) -> bool:
+    """Redraw an ``amdahl_explorer_view`` figure in place (the explorer's path)."""
+    return _AmdahlCurves.redraw(fig, _explorer_shares(decode_share), max_speedup)
 
 
 def arrivals_explorer() -> Explorer:
@@ -323,6 +351,6 @@ def config_explorer() -> Explorer:
 
 def amdahl_explorer() -> Explorer:
     """Share of the task in decode and the largest decode speed-up (8.6.3)."""
-    return explore(amdahl_explorer_view,
+    return explore(amdahl_explorer_view, update_amdahl,
                    decode_share=float_slider("decode share f", 0.0, 1.0, 0.5, 0.05),
                    max_speedup=float_slider("largest speed-up", 2.0, 64.0, 16.0, 1.0))
