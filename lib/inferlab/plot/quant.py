@@ -18,7 +18,7 @@ from ..hardware import ACCELERATORS, NVLINK_C2C, PCIE_GEN5_X16
 from ..models import MODELS
 from ..units import GB, GiB, MiB, ms
 from ..widgets import Explorer, choice, explore, float_slider, int_slider
-from . import COLORS, InPlace, new_figure
+from . import COLORS, InPlace, new_figure, refresh_legend
 from .ticks import few_ticks
 
 CODE_COLOR = COLORS["shared"]  # blue: codes
@@ -108,37 +108,64 @@ def draw_error_vs_bits(n: int = 1 << 16, seed: int = 0) -> Figure:
     return fig
 
 
-def weight_fit_view(context_tokens: int = 8192, reserved_gib: float = 8.0) -> Figure:
-    """Qwen3-235B-A22B's two GGUF files on a 96 GB M2 Max: file, KV of one request, what is left."""
+class _WeightFit(InPlace):
+    """``weight_fit_view``'s bars, verdicts and available line, redrawn in place by ``set``."""
+
+    def __init__(self, ax, names: list[str], file_gib: np.ndarray) -> None:
+        self.ax, self.file_gib = ax, file_gib
+        ys = np.arange(len(names))
+        ax.barh(ys, file_gib, color=COLORS["weights"], label="weight file")
+        self.kv = ax.barh(ys, np.zeros_like(file_gib), left=file_gib, color=META_COLOR, alpha=0.8,
+                          label="KV of one request")
+        self.verdicts = [ax.text(0, i, "", va="center", fontsize=9) for i in ys]
+        self.available = ax.axvline(0, color=COLORS["deadline"], ls="--", lw=1.2)
+        ax.set_yticks(ys, names)
+        few_ticks(ax, x=5, y=None)
+        ax.set_xlabel("GiB")
+        self.keep_on(ax.figure)
+
+    def set(self, fits: list) -> bool:
+        kv_gib = np.array([f.kv_bytes_per_request for f in fits]) / GiB
+        for bar, verdict, fit, left, kv in zip(self.kv, self.verdicts, fits, self.file_gib, kv_gib):
+            bar.set_width(kv)
+            verdict.set_x(left + kv + 0.3)
+            verdict.set_text(f"{'request fits' if fit.left_bytes >= fit.kv_bytes_per_request else 'no room'}\n"
+                             f"{fit.left_bytes / GiB:+.2f} GiB left by the file")
+        avail = fits[-1].available_bytes / GiB
+        self.available.set_xdata([avail, avail])
+        self.available.set_label(f"available {avail:.2f} GiB")
+        self.ax.set_xlim(60, max(avail, self.file_gib.max()) + 18)
+        refresh_legend(self.ax, loc="upper center", bbox_to_anchor=(0.45, -0.3), ncols=3)
+        return True
+
+
+def _weight_fits(context_tokens: int, reserved_gib: float) -> tuple[dict[str, float], list]:
+    """Qwen3-235B-A22B's two GGUF files by name (bytes) and how each fits the M2 Max with one request."""
     files = kc.gguf_files()
     sizes = {"Q2_K": float(files.loc["Q2_K", "file_bytes"]),
              "UD-Q2_K_XL": float(files.loc["UD-Q2_K_XL", "printed_gib"]) * GiB}
     m2, big = ACCELERATORS["m2-max"], MODELS["qwen3-235b-a22b"]
+    return sizes, [kc.weight_file_fit(size, m2.memory_bytes, reserved_gib * GiB, big, context_tokens)
+                   for size in sizes.values()]
+
+
+def weight_fit_view(context_tokens: int = 8192, reserved_gib: float = 8.0) -> Figure:
+    """Qwen3-235B-A22B's two GGUF files on a 96 GB M2 Max: file, KV of one request, what is left."""
+    sizes, fits = _weight_fits(context_tokens, reserved_gib)
     fig, ax = new_figure(width=7.0, height=2.8)
     fig.subplots_adjust(left=1.25 / 7.0, bottom=0.95 / 2.8)
-    fits = [kc.weight_file_fit(size, m2.memory_bytes, reserved_gib * GiB, big, context_tokens) for size in sizes.values()]
-    file_gib = np.array(list(sizes.values())) / GiB
-    kv_gib = np.array([f.kv_bytes_per_request for f in fits]) / GiB
-    ys = np.arange(len(sizes))
-    ax.barh(ys, file_gib, color=COLORS["weights"], label="weight file")
-    ax.barh(ys, kv_gib, left=file_gib, color=META_COLOR, alpha=0.8, label="KV of one request")
-    for i, fit in enumerate(fits):
-        verdict = "request fits" if fit.left_bytes >= fit.kv_bytes_per_request else "no room"
-        ax.text(file_gib[i] + kv_gib[i] + 0.3, i, f"{verdict}\n{fit.left_bytes / GiB:+.2f} GiB left by the file",
-                va="center", fontsize=9)
-    avail = fits[-1].available_bytes / GiB
-    ax.axvline(avail, color=COLORS["deadline"], ls="--", lw=1.2, label=f"available {avail:.2f} GiB")
-    ax.set_yticks(ys, list(sizes))
-    ax.set_xlim(60, max(avail, file_gib.max()) + 18)
-    few_ticks(ax, x=5, y=None)
-    ax.set_xlabel("GiB")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.45, -0.3), ncols=3)
+    _WeightFit(ax, list(sizes), np.array(list(sizes.values())) / GiB).set(fits)
     return fig
+
+
+def update_weight_fit(fig: Figure, context_tokens: int = 8192, reserved_gib: float = 8.0) -> bool:
+    """Redraw a ``weight_fit_view`` figure in place (the explorer's path)."""
+    return _WeightFit.redraw(fig, _weight_fits(context_tokens, reserved_gib)[1])
 
 
 def weight_fit_explorer() -> Explorer:
     """Context length and system reserve against the two Qwen3-235B files on the M2 Max (8.4.1)."""
-    return explore(weight_fit_view,
+    return explore(weight_fit_view, update_weight_fit,
                    context_tokens=int_slider("context", 1024, 32768, 8192, step=1024, unit="tokens"),
                    reserved_gib=float_slider("reserved for system", 0, 16, 8, 0.5, unit="GiB"))
 
