@@ -124,7 +124,8 @@ def test_the_slowest_explorers_redraw_in_place() -> None:
                  "blocks_explorers.pool_explorer", "schedule.padding_explorer", "quant.kv_format_explorer",
                  "quant.retrieval_explorer", "speculative.draft_length_explorer", "timeline.request_explorer",
                  "blocks_explorers.value_explorer", "blocks_explorers.shared_batch_explorer",
-                 "serving.amdahl_explorer", "quant.weight_fit_explorer"):
+                 "serving.amdahl_explorer", "quant.weight_fit_explorer",
+                 "blocks_explorers.snapshot_explorer"):
         assert FACTORIES[name]().update is not None, name
 
 

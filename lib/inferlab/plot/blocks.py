@@ -380,23 +380,46 @@ def draw_turn_reuse(names: Sequence[str], inputs: Sequence[int], shared: Sequenc
     return caption(fig, figure) if figure else fig
 
 
+class _SnapshotRestore(InPlace):
+    """``draw_snapshot_restore``'s bars, snapshots and match line, redrawn in place by ``set``."""
+
+    def __init__(self, ax) -> None:
+        self.ax = ax
+        self.bars = [ax.barh(0, 0, color=color, height=0.5, label=label)
+                     for color, label in ((COLORS["shared"], "restored from snapshot"), (COLORS["private"], "recomputed"),
+                                          (COLORS["unused"], "not matched"))]
+        self.snapshots, = ax.plot([], [], "v", color=COLORS["decode"], ms=7, label="snapshot")
+        self.match = ax.axvline(0, color=COLORS["deadline"], ls="--", lw=1)
+        self.note = ax.text(0, 0.55, "", color=COLORS["deadline"], fontsize=8, ha="center")
+        ax.set_yticks([])
+        ax.set_ylim(-0.5, 1.5)
+        ax.set_xlabel("tokens from the start of the sequence")
+        few_ticks(ax, 5, None, integer=True)
+        self.keep_on(ax.figure)
+
+    def set(self, r: Restore, snapshots: Sequence[int], context_tokens: int) -> bool:
+        spans = ((0, r.restored_from), (r.restored_from, r.recomputed_tokens),
+                 (r.matched_tokens, max(context_tokens - r.matched_tokens, 0)))
+        for container, (left, width) in zip(self.bars, spans):
+            bar, = container
+            bar.set_x(left)
+            bar.set_width(width)
+            bar.sticky_edges.x[:] = [left]  # as barh marks a new bar's base
+        self.bars[1].set_label(f"recomputed ({r.recomputed_tokens:,} tokens)")
+        self.snapshots.set_data(list(snapshots), [0.42] * len(snapshots))
+        self.match.set_xdata([r.matched_tokens] * 2)
+        self.note.set_x(r.matched_tokens)
+        self.note.set_text(f"match {r.matched_tokens:,}")
+        rescale(self.ax, self.match)
+        refresh_legend(self.ax, loc="upper left", ncol=2, fontsize=8)
+        return True
+
+
 def draw_snapshot_restore(r: Restore, snapshots: Sequence[int], context_tokens: int, figure: str = "") -> Figure:
     """Text match, saved recurrent snapshots, and the tokens recomputed after the nearest one (Figure 8-19)."""
     fig, ax = new_figure(width=7, height=2.4)
     fig.subplots_adjust(top=1 - 0.6 / 2.4)
-    ax.barh(0, r.restored_from, color=COLORS["shared"], height=0.5, label="restored from snapshot")
-    ax.barh(0, r.recomputed_tokens, left=r.restored_from, color=COLORS["private"], height=0.5,
-            label=f"recomputed ({r.recomputed_tokens:,} tokens)")
-    ax.barh(0, max(context_tokens - r.matched_tokens, 0), left=r.matched_tokens, color=COLORS["unused"], height=0.5,
-            label="not matched")
-    ax.plot(list(snapshots), [0.42] * len(snapshots), "v", color=COLORS["decode"], ms=7, label="snapshot")
-    ax.axvline(r.matched_tokens, color=COLORS["deadline"], ls="--", lw=1)
-    ax.text(r.matched_tokens, 0.55, f"match {r.matched_tokens:,}", color=COLORS["deadline"], fontsize=8, ha="center")
-    ax.set_yticks([])
-    ax.set_ylim(-0.5, 1.5)
-    ax.set_xlabel("tokens from the start of the sequence")
-    few_ticks(ax, 5, None, integer=True)
-    ax.legend(loc="upper left", ncol=2, fontsize=8)
+    _SnapshotRestore(ax).set(r, snapshots, context_tokens)
     return caption(fig, figure) if figure else fig
 
 
@@ -692,15 +715,30 @@ def copy_on_write_view(step: int = 0) -> Figure:
 
 def snapshot_view(interval: int = 4096, matched_tokens: int = 10_752, context_tokens: int = 131_072) -> Figure:
     """Snapshots every ``interval`` tokens: what a match of ``matched_tokens`` recomputes and what they cost to keep."""
+    drawn, title = _snapshot_inputs(interval, matched_tokens, context_tokens)
+    fig = draw_snapshot_restore(*drawn)
+    fig.axes[0].set_title(title, fontsize=9)
+    return fig
 
+
+def update_snapshot(fig: Figure, interval: int = 4096, matched_tokens: int = 10_752,
+                    context_tokens: int = 131_072) -> bool:
+    """Redraw a ``snapshot_view`` figure in place (the explorer's path)."""
+    drawn, title = _snapshot_inputs(interval, matched_tokens, context_tokens)
+    if not _SnapshotRestore.redraw(fig, *drawn):
+        return False
+    fig.axes[0].set_title(title, fontsize=9)
+    return True
+
+
+def _snapshot_inputs(interval: int, matched_tokens: int, context_tokens: int) -> tuple[tuple, str]:
+    """``draw_snapshot_restore``'s arguments for ``snapshot_view``, and its title."""
     shown = matched_tokens + interval
     r = restore(matched_tokens, snapshot_positions(shown, interval))
     n, storage, worst, mean = spacing_tradeoff(context_tokens, interval)
-    fig = draw_snapshot_restore(r, snapshot_positions(shown, interval), shown)
-    fig.axes[0].set_title(f"snapshot every {interval:,} tokens: recompute {r.recomputed_tokens:,} here;\nover a "
-                          f"{context_tokens // 1024}K context {n} snapshots = {storage / MiB:,.0f} MiB per card, "
-                          f"mean recompute {mean:,.0f}", fontsize=9)
-    return fig
+    return (r, snapshot_positions(shown, interval), shown), (
+        f"snapshot every {interval:,} tokens: recompute {r.recomputed_tokens:,} here;\nover a "
+        f"{context_tokens // 1024}K context {n} snapshots = {storage / MiB:,.0f} MiB per card, mean recompute {mean:,.0f}")
 
 
 def _link_costs(link_gb_per_s: float, maintain_per_fetch: float = 1.0) -> tuple[PrefixCost, PrefixCost]:

@@ -43,7 +43,7 @@ def shared_batch_explorer() -> Explorer:
 
 def snapshot_explorer() -> Explorer:
     """Snapshot spacing of a hybrid model against recomputed tokens and storage (8.3.3)."""
-    return explore(b.snapshot_view,
+    return explore(b.snapshot_view, b.update_snapshot,
                    interval=int_slider("snapshot interval", 512, 16_384, 4096, step=512, unit="tokens"))
 
 
