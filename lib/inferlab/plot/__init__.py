@@ -246,10 +246,14 @@ def add_boxes(ax: Axes, x0, y0, x1, y1, **style) -> PolyCollection:
     One artist instead of a patch per box (a redraw lays out each artist); the axes' limits are left to
     the caller. ``style``: PolyCollection keywords (facecolors, edgecolors, linewidths...).
     """
+    return ax.add_collection(PolyCollection(box_corners(x0, y0, x1, y1), **style), autolim=False)
+
+
+def box_corners(x0, y0, x1, y1) -> np.ndarray:
+    """The corners of rectangles [x0, x1] x [y0, y1], (n, 4, 2): ``add_boxes``'s, or a redraw's ``set_verts``."""
     x0, y0, x1, y1 = np.broadcast_arrays(*(np.asarray(v, float) for v in (x0, y0, x1, y1)))
-    corners = np.stack([np.column_stack([x.ravel(), y.ravel()]) for x, y in ((x0, y0), (x0, y1), (x1, y1), (x1, y0))],
-                       axis=1)
-    return ax.add_collection(PolyCollection(corners, **style), autolim=False)
+    return np.stack([np.column_stack([x.ravel(), y.ravel()]) for x, y in ((x0, y0), (x0, y1), (x1, y1), (x1, y0))],
+                    axis=1)
 
 
 def explorer_factories() -> dict:

@@ -21,7 +21,7 @@ from .. import chunking, shapes
 from ..iteration import FITTED_COST, IterationCost
 from ..scheduler import Schedule, run_example
 from ..units import ms
-from . import COLORS, InPlace, add_boxes, caption, new_figure, refresh_legend
+from . import COLORS, InPlace, add_boxes, box_corners, caption, new_figure, refresh_legend
 from .legibility import legible, min_font_pt
 from .ticks import few_ticks
 
@@ -41,6 +41,42 @@ def _margins(fig: Figure, top_in: float, bottom_in: float) -> None:
     fig.subplots_adjust(top=1 - top_in / height, bottom=bottom_in / height)
 
 
+class _Gantt(InPlace):
+    """``gantt``'s bars and arrivals for a fixed set of requests, redrawn in place by ``set``."""
+
+    def __init__(self, ax, names: list[str]) -> None:
+        self.ax, self.names = ax, names
+        # one collection for every bar (start, duration, row, colour): one artist to lay out, not one per request
+        self.bars = add_boxes(ax, [], [], [], [], facecolors=[], edgecolors="white", linewidths=0.8)
+        self.arrivals, = ax.plot([], [], marker="v", color="black", markersize=7, linestyle="none", clip_on=False)
+        ax.set_yticks(range(len(names)), names)
+        ax.set_ylim(len(names) - 0.5, -0.75)
+        ax.set_xlabel("time (ms)")
+        ax.grid(axis="y", visible=False)
+        few_ticks(ax, x=6, y=None)
+        handles = [Patch(color=COLORS["prefill"], label="prefill"), Patch(color=COLORS["decode"], label="decode"),
+                   ax.plot([], [], "v", color="black", label="arrival")[0]]
+        ax.figure.legend(handles=handles, loc="lower center", ncols=3)
+        self.keep_on(ax.figure)
+
+    def set(self, schedule: Schedule, xmax_s: float | None = None, title: str | None = None) -> bool:
+        if list(schedule.served) != self.names:
+            return False  # other rows: a figure of its own
+        row = {name: i for i, name in enumerate(self.names)}
+        bars = [(it.start_s, it.duration_s, row[w.request.name], COLORS[w.kind])
+                for it in schedule.iterations for w in it.work if w.kind in ("prefill", "decode")]
+        start, length, y, colors = (np.array(v) for v in zip(*bars)) if bars else ([], [], [], [])
+        self.bars.set_verts(box_corners(np.divide(start, ms), np.subtract(y, _BAR_HEIGHT / 2),
+                                        np.divide(np.add(start, length), ms), np.add(y, _BAR_HEIGHT / 2)))
+        self.bars.set_facecolor(colors)
+        arrivals = np.array([s.request.arrival_s for s in schedule.served.values()]) / ms
+        self.arrivals.set_data(arrivals, np.arange(len(self.names)) - _BAR_HEIGHT / 2 - 0.08)
+        self.ax.set_xlim(0, (xmax_s if xmax_s is not None else schedule.makespan_s * 1.02) / ms)
+        self.ax.set_title(title or f"{schedule.policy}: all done at {schedule.makespan_s / ms:.0f} ms, "
+                                   f"longest gap {schedule.max_itl_s / ms:.0f} ms")
+        return True
+
+
 def gantt(schedule: Schedule, xmax_s: float | None = None, title: str | None = None,
           figure_caption: str | None = None, width: float = 7.5) -> Figure:
     """Gantt chart of ``schedule``: a row per request, a bar per iteration it took part in (ms axis).
@@ -51,44 +87,33 @@ def gantt(schedule: Schedule, xmax_s: float | None = None, title: str | None = N
     names = list(schedule.served)
     fig, ax = new_figure(width=width, height=0.55 * len(names) + 1.9)
     _margins(fig, 0.75 if figure_caption else 0.45, 1.0)
-    row = {name: i for i, name in enumerate(names)}
-    # one collection for every bar (start, duration, row, colour): one artist to lay out, not one per request
-    bars = [(it.start_s, it.duration_s, row[w.request.name], COLORS[w.kind])
-            for it in schedule.iterations for w in it.work if w.kind in ("prefill", "decode")]
-    if bars:
-        start, length, y, colors = (np.array(v) for v in zip(*bars))
-        add_boxes(ax, start / ms, y - _BAR_HEIGHT / 2, (start + length) / ms, y + _BAR_HEIGHT / 2,
-                  facecolors=colors, edgecolors="white", linewidths=0.8)
-    arrivals = np.array([s.request.arrival_s for s in schedule.served.values()]) / ms
-    ax.plot(arrivals, np.arange(len(names)) - _BAR_HEIGHT / 2 - 0.08, marker="v", color="black", markersize=7,
-            linestyle="none", clip_on=False)
-    ax.set_yticks(range(len(names)), names)
-    ax.set_ylim(len(names) - 0.5, -0.75)
-    ax.set_xlim(0, (xmax_s if xmax_s is not None else schedule.makespan_s * 1.02) / ms)
-    ax.set_xlabel("time (ms)")
-    ax.grid(axis="y", visible=False)
-    few_ticks(ax, x=6, y=None)
-    handles = [Patch(color=COLORS["prefill"], label="prefill"), Patch(color=COLORS["decode"], label="decode"),
-               ax.plot([], [], "v", color="black", label="arrival")[0]]
-    fig.legend(handles=handles, loc="lower center", ncols=3)
-    ax.set_title(title or f"{schedule.policy}: all done at {schedule.makespan_s / ms:.0f} ms, "
-                          f"longest gap {schedule.max_itl_s / ms:.0f} ms")
+    _Gantt(ax, names).set(schedule, xmax_s, title)
     if figure_caption:
         caption(fig, figure_caption)
     return fig
 
 
+def _example(policy: str, max_running: int, token_budget: int, chunk_tokens: int) -> Schedule:
+    """Section 8.2.2's four requests under ``policy``; the chunk is kept below the budget minus the running decodes,
+    so that under the whole-piece rule a full piece always fits beside them (otherwise a long prompt would wait for
+    all decodes)."""
+    chunk = max(1, min(chunk_tokens, token_budget - max(1, max_running)))
+    return run_example(policy, max_running=max(1, max_running), token_budget=max(token_budget, max_running),
+                       chunk_tokens=chunk)
+
+
 def draw_example(policy: str = "continuous", max_running: int = 2, token_budget: int = 4096,
                  chunk_tokens: int = 2048, xmax_s: float = 1.3) -> Figure:
-    """Widget callback: section 8.2.2's four requests under ``policy`` and the given limits.
-
-    The chunk is kept below the budget minus the running decodes, so that under the whole-piece
-    rule a full piece always fits beside them (otherwise a long prompt would wait for all decodes).
-    """
-    chunk = max(1, min(chunk_tokens, token_budget - max(1, max_running)))
-    s = run_example(policy, max_running=max(1, max_running), token_budget=max(token_budget, max_running),
-                    chunk_tokens=chunk)
+    """Widget callback: section 8.2.2's four requests under ``policy`` and the given limits."""
+    s = _example(policy, max_running, token_budget, chunk_tokens)
     return gantt(s, xmax_s=max(xmax_s, s.makespan_s * 1.02))
+
+
+def update_example(fig: Figure, policy: str = "continuous", max_running: int = 2, token_budget: int = 4096,
+                   chunk_tokens: int = 2048, xmax_s: float = 1.3) -> bool:
+    """Redraw a ``draw_example`` figure in place (the explorer's path)."""
+    s = _example(policy, max_running, token_budget, chunk_tokens)
+    return _Gantt.redraw(fig, s, max(xmax_s, s.makespan_s * 1.02))
 
 
 # ---- causal pairs (Figures 8-8, 8-9) -------------------------------------------------------
@@ -313,7 +338,7 @@ def example_explorer() -> "Explorer":
     from .. import widgets as w
 
     return w.explore(
-        draw_example,
+        draw_example, update_example,
         policy=w.choice("policy", ["fixed", "continuous", "chunked"], "chunked"),
         max_running=w.int_slider("max running", 1, 4, 2, 1, "requests"),
         token_budget=w.int_slider("token budget", 512, 16384, 4096, 512, "tokens"),
