@@ -17,8 +17,8 @@ from ..timeline import RequestTimes
 
 if TYPE_CHECKING:
     from ..widgets import Explorer
-from . import (COLORS, REQUEST_COLORS, InPlace, add_boxes, caption, deadline_line, new_figure, refresh_legend,
-                rescale)
+from . import (COLORS, REQUEST_COLORS, InPlace, add_boxes, box_corners, caption, deadline_line, new_figure,
+                refresh_legend, rescale)
 from .legibility import min_font_pt
 from .ticks import few_ticks
 
@@ -109,32 +109,59 @@ class _RequestTimeline(InPlace):
             caption(ax.figure, title)
 
 
+class _KVCapacity(InPlace):
+    """``kv_capacity``'s totals (bars, or lines past 80 counts), budget and fit mark, redrawn in place by ``set``."""
+
+    FIT, MISS = to_rgba(COLORS["kv"], 0.8), to_rgba(COLORS["unused"])
+
+    def __init__(self, ax, as_bars: bool) -> None:
+        self.ax, self.as_bars = ax, as_bars
+        if as_bars:  # one collection of bars, not a patch per bar; the legend shows a patch per colour
+            self.boxes = add_boxes(ax, [], 0.0, [], [], facecolors=[], linewidths=0)
+            self.keys = [Patch(color=self.FIT), Patch(color=self.MISS, label="does not fit")]
+        else:
+            self.fit, = ax.plot([], [], color=COLORS["kv"], lw=2)
+            self.miss, = ax.plot([], [], color=COLORS["unused"], lw=2, label="does not fit")
+            self.keys = []
+        self.budget = deadline_line(ax, 0.0, "", vertical=False)
+        self.fits = ax.axvline(0, color="black", lw=0.8, ls=":")
+        self.note = ax.text(0, 0, "", ha="left", va="bottom")
+        ax.set_xlabel("concurrent requests")
+        few_ticks(ax, x=5, y=5, integer=True)
+        self.keep_on(ax.figure)
+
+    def set(self, counts: np.ndarray, kv_bytes: np.ndarray, budget_bytes: float, fits: int, label: str,
+            unit_bytes: float, unit: str, title: str = "") -> bool:
+        if (len(counts) <= 80) != self.as_bars:
+            return False  # bars and lines are figures of their own
+        y, ok, budget = kv_bytes / unit_bytes, kv_bytes <= budget_bytes, budget_bytes / unit_bytes
+        if self.as_bars:
+            self.boxes.set_verts(box_corners(counts - 0.425, 0.0, counts + 0.425, y))
+            self.boxes.set_facecolor(np.where(ok[:, None], self.FIT, self.MISS))
+            self.keys[0].set_label(f"{label}: fits")
+        else:
+            self.fit.set_data(counts[ok], y[ok])
+            self.fit.set_label(f"{label}: fits")
+            self.miss.set_data(counts[~ok], y[~ok])
+        self.budget.set_ydata([budget, budget])
+        self.budget.set_label(f"KV budget {budget:,.0f} {unit}")
+        self.fits.set_xdata([fits, fits])
+        self.note.set_position((fits, budget * 1.03))
+        self.note.set_text(f" {fits:,} fit")
+        self.ax.set_ylabel(f"KV allocated ({unit})")
+        self.ax.set_xlim(0, counts.max() + (0.5 if self.as_bars else 0))  # the last bar whole
+        self.ax.set_ylim(0, max(y.max(), budget) * 1.15)
+        refresh_legend(self.ax, self.ax.get_legend_handles_labels()[0] + self.keys, loc="upper left")
+        if title:
+            caption(self.ax.figure, title)
+        return True
+
+
 def kv_capacity(counts: np.ndarray, kv_bytes: np.ndarray, budget_bytes: float, fits: int,
                 label: str, unit_bytes: float, unit: str, title: str = "") -> Figure:
     """KV bytes of n concurrent requests against the KV budget, with the largest n that fits marked."""
     fig, ax = new_figure(width=6.5, height=3.0)
-    y = kv_bytes / unit_bytes
-    ok = kv_bytes <= budget_bytes
-    fit_color, miss_color = to_rgba(COLORS["kv"], 0.8), to_rgba(COLORS["unused"])
-    if len(counts) <= 80:  # few enough for one bar per request count: one collection, not a patch per bar
-        add_boxes(ax, counts - 0.425, 0.0, counts + 0.425, y, facecolors=np.where(ok[:, None], fit_color, miss_color),
-                  linewidths=0)
-        bars = [Patch(color=fit_color, label=f"{label}: fits"), Patch(color=miss_color, label="does not fit")]
-    else:
-        ax.plot(counts[ok], y[ok], color=COLORS["kv"], lw=2, label=f"{label}: fits")
-        ax.plot(counts[~ok], y[~ok], color=COLORS["unused"], lw=2, label="does not fit")
-        bars = []
-    deadline_line(ax, budget_bytes / unit_bytes, f"KV budget {budget_bytes / unit_bytes:,.0f} {unit}", vertical=False)
-    ax.axvline(fits, color="black", lw=0.8, ls=":")
-    ax.text(fits, budget_bytes / unit_bytes * 1.03, f" {fits:,} fit", ha="left", va="bottom")
-    ax.set_xlabel("concurrent requests")
-    ax.set_ylabel(f"KV allocated ({unit})")
-    ax.set_xlim(0, counts.max() + (0.5 if bars else 0))  # the last bar whole
-    ax.set_ylim(0, max(y.max(), budget_bytes / unit_bytes) * 1.15)
-    ax.legend(handles=ax.get_legend_handles_labels()[0] + bars, loc="upper left")
-    few_ticks(ax, x=5, y=5, integer=True)
-    if title:
-        caption(fig, title)
+    _KVCapacity(ax, len(counts) <= 80).set(counts, kv_bytes, budget_bytes, fits, label, unit_bytes, unit, title)
     return fig
 
 
@@ -241,6 +268,20 @@ def _single_request(queue_s: float, prefill_ms: float, itl_ms: float, output_tok
 def draw_capacity(model: str, kv_budget_gib: float, prompt_tokens: int, output_tokens: int,
                   block_size: int = 16, dtype_bytes: float = 2, shared_prefix_tokens: int = 0) -> Figure:
     """KV of 0..n alike requests against a budget, for any model and request shape."""
+    return kv_capacity(*_capacity(model, kv_budget_gib, prompt_tokens, output_tokens, block_size, dtype_bytes,
+                                  shared_prefix_tokens))
+
+
+def update_capacity(fig: Figure, model: str, kv_budget_gib: float, prompt_tokens: int, output_tokens: int,
+                    block_size: int = 16, dtype_bytes: float = 2, shared_prefix_tokens: int = 0) -> bool:
+    """Redraw a ``draw_capacity`` figure in place (the explorer's path)."""
+    return _KVCapacity.redraw(fig, *_capacity(model, kv_budget_gib, prompt_tokens, output_tokens, block_size,
+                                              dtype_bytes, shared_prefix_tokens))
+
+
+def _capacity(model: str, kv_budget_gib: float, prompt_tokens: int, output_tokens: int, block_size: int,
+              dtype_bytes: float, shared_prefix_tokens: int) -> tuple:
+    """``kv_capacity``'s arguments for ``draw_capacity``."""
     from ..memory import batch_kv_bytes, max_concurrent_requests, request_kv_bytes
     from ..models import MODELS
     from ..units import GiB, MiB
@@ -254,8 +295,8 @@ def draw_capacity(model: str, kv_budget_gib: float, prompt_tokens: int, output_t
     kv = np.array([batch_kv_bytes(int(n), spec, prompt_tokens, output_tokens, block_size, prefix, dtype_bytes)
                    for n in counts])
     per = request_kv_bytes(spec, prompt_tokens, output_tokens, block_size, dtype_bytes)
-    return kv_capacity(counts, kv, budget, fits, f"{model}: {per / MiB:,.1f} MiB per request", MiB, "MiB",
-                       f"{fits:,} requests of {prompt_tokens:,} in / {output_tokens:,} out fit in {kv_budget_gib:g} GiB")
+    return (counts, kv, budget, fits, f"{model}: {per / MiB:,.1f} MiB per request", MiB, "MiB",
+            f"{fits:,} requests of {prompt_tokens:,} in / {output_tokens:,} out fit in {kv_budget_gib:g} GiB")
 
 
 def draw_batch(batch: int, context_tokens: int = 2048) -> Figure:
@@ -305,7 +346,7 @@ def capacity_explorer() -> "Explorer":
     from ..models import MODELS
 
     return w.explore(
-        draw_capacity,
+        draw_capacity, update_capacity,
         model=w.choice("model", list(MODELS), "qwen3-8b"),
         kv_budget_gib=w.float_slider("KV budget", 1, 80, 12, 1, "GiB"),
         prompt_tokens=w.int_slider("prompt", 16, 32768, 8192, 16, "tokens"),
