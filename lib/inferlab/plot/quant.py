@@ -18,7 +18,7 @@ from ..hardware import ACCELERATORS, NVLINK_C2C, PCIE_GEN5_X16
 from ..models import MODELS
 from ..units import GB, GiB, MiB, ms
 from ..widgets import Explorer, choice, explore, float_slider, int_slider
-from . import COLORS, InPlace, new_figure, refresh_legend
+from . import COLORS, InPlace, box_corners, new_figure, refresh_legend
 from .ticks import few_ticks
 
 CODE_COLOR = COLORS["shared"]  # blue: codes
@@ -298,21 +298,37 @@ def draw_offload_memory(plans: list[off.OffloadPlan]) -> Figure:
     return fig
 
 
+class _PipelineLanes(InPlace):
+    """``draw_timeline``'s link and compute lanes, redrawn in place by ``set``."""
+
+    LANES = ((1, "copy"), (0, "compute"))
+
+    def __init__(self, ax: Axes) -> None:
+        self.ax = ax  # each lane's bars are one collection; its y extent is the lane's from the start
+        self.lanes = [ax.broken_barh([(0, 0)], (lane - 0.35, 0.7), edgecolor="white", linewidth=0.3)
+                      for lane, _ in self.LANES]
+        ax.set_yticks([0, 1], ["compute", "link"])
+        ax.grid(False)
+
+    def set(self, result: off.PipelineResult, title: str) -> bool:
+        ev = result.events
+        kind, buffer = ev["kind"].to_numpy(), ev["buffer"].to_numpy()
+        start, end = ev["start_s"].to_numpy() / ms, ev["end_s"].to_numpy() / ms
+        palette = np.array(BUFFER_COLORS + ["#d9d9d9"])  # the last: resident layers (buffer -1)
+        colors = palette[np.where(buffer >= 0, buffer % len(BUFFER_COLORS), len(BUFFER_COLORS))]
+        for bars, (lane, name) in zip(self.lanes, self.LANES):
+            rows = kind == name
+            y0 = lane - 0.35  # the corners as broken_barh computes them (x0 + width, y0 + height)
+            bars.set_verts(box_corners(start[rows], y0, start[rows] + (end[rows] - start[rows]), y0 + 0.7))
+            bars.set_facecolor(list(colors[rows]))
+        self.ax.set_title(title, fontsize=10)
+        self.ax.set_xlim(0, end.max() * 1.01)
+        return True
+
+
 def draw_timeline(ax: Axes, result: off.PipelineResult, title: str) -> None:
     """Draw one pipeline's link and compute lanes (ms); offloaded work coloured by buffer."""
-    ev = result.events
-    kind, buffer = ev["kind"].to_numpy(), ev["buffer"].to_numpy()
-    start, end = ev["start_s"].to_numpy() / ms, ev["end_s"].to_numpy() / ms
-    palette = np.array(BUFFER_COLORS + ["#d9d9d9"])  # the last: resident layers (buffer -1)
-    colors = palette[np.where(buffer >= 0, buffer % len(BUFFER_COLORS), len(BUFFER_COLORS))]
-    for lane, name in ((1, "copy"), (0, "compute")):
-        rows = kind == name
-        ax.broken_barh(np.column_stack([start[rows], end[rows] - start[rows]]), (lane - 0.35, 0.7),
-                       facecolors=list(colors[rows]), edgecolor="white", linewidth=0.3)
-    ax.set_yticks([0, 1], ["compute", "link"])
-    ax.set_title(title, fontsize=10)
-    ax.set_xlim(0, end.max() * 1.01)
-    ax.grid(False)
+    _PipelineLanes(ax).set(result, title)
 
 
 def prefetch_timelines(link_bandwidth: float = PCIE_GEN5_X16, every: int = 4,
@@ -360,21 +376,33 @@ def draw_copy_vs_bandwidth(copy_bytes: float) -> Figure:
 
 def offload_view(link_gb_per_s: float = 64.0, every: int = 4, n_buffers: int = 1) -> Figure:
     """The prefetch pipeline of two decode steps for a link, an offload spacing and a buffer count."""
-    layers = off.offloaded_layers(MODEL.n_layers, every)
-    copy = off.copy_time(MODEL.ffn_layer_bytes(), link_gb_per_s * GB)
-    r = off.simulate_prefetch(DECODE_STEP_S / MODEL.n_layers, MODEL.n_layers, layers, copy, n_buffers, n_steps=2)
-    plan = off.OffloadPlan(MODEL.ffn_layer_bytes(), len(layers), n_buffers)
     fig, ax = new_figure(width=7.5, height=2.4)
-    draw_timeline(ax, r, f"{len(layers)} FFNs offloaded, {n_buffers} buffer(s): {r.step_s / ms:.1f} ms per step, "
-                         f"net {plan.net_bytes / MiB:,.0f} MiB freed")
+    lanes = _PipelineLanes(ax)
+    lanes.set(*_offload_pipeline(link_gb_per_s, every, n_buffers))
+    lanes.keep_on(fig)
     ax.set_xlabel("time (ms)")
     few_ticks(ax, x=6, y=None)
     return fig
 
 
+def update_offload(fig: Figure, link_gb_per_s: float = 64.0, every: int = 4, n_buffers: int = 1) -> bool:
+    """Redraw an ``offload_view`` figure in place (the explorer's path)."""
+    return _PipelineLanes.redraw(fig, *_offload_pipeline(link_gb_per_s, every, n_buffers))
+
+
+def _offload_pipeline(link_gb_per_s: float, every: int, n_buffers: int) -> tuple[off.PipelineResult, str]:
+    """Two decode steps of the running example's prefetch pipeline, and ``offload_view``'s title."""
+    layers = off.offloaded_layers(MODEL.n_layers, every)
+    copy = off.copy_time(MODEL.ffn_layer_bytes(), link_gb_per_s * GB)
+    r = off.simulate_prefetch(DECODE_STEP_S / MODEL.n_layers, MODEL.n_layers, layers, copy, n_buffers, n_steps=2)
+    plan = off.OffloadPlan(MODEL.ffn_layer_bytes(), len(layers), n_buffers)
+    return r, (f"{len(layers)} FFNs offloaded, {n_buffers} buffer(s): {r.step_s / ms:.1f} ms per step, "
+               f"net {plan.net_bytes / MiB:,.0f} MiB freed")
+
+
 def offload_explorer() -> Explorer:
     """Link bandwidth, layers offloaded and buffers against the step time and memory freed (8.4.3)."""
-    return explore(offload_view, link_gb_per_s=float_slider("link", 16, 900, 64, 2, unit="GB/s"),
+    return explore(offload_view, update_offload, link_gb_per_s=float_slider("link", 16, 900, 64, 2, unit="GB/s"),
                    every=int_slider("offload one layer in", 1, 36, 4, unit="layers"),
                    n_buffers=int_slider("prefetch buffers", 1, 4, 1))
 
