@@ -126,7 +126,8 @@ def test_the_slowest_explorers_redraw_in_place() -> None:
                  "blocks_explorers.value_explorer", "blocks_explorers.shared_batch_explorer",
                  "serving.amdahl_explorer", "quant.weight_fit_explorer",
                  "blocks_explorers.snapshot_explorer", "schedule.example_explorer",
-                 "timeline.capacity_explorer", "quant.offload_explorer"):
+                 "timeline.capacity_explorer", "quant.offload_explorer",
+                 "quant.compression_explorer"):
         assert FACTORIES[name]().update is not None, name
 
 

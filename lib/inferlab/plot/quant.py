@@ -18,7 +18,7 @@ from ..hardware import ACCELERATORS, NVLINK_C2C, PCIE_GEN5_X16
 from ..models import MODELS
 from ..units import GB, GiB, MiB, ms
 from ..widgets import Explorer, choice, explore, float_slider, int_slider
-from . import COLORS, InPlace, box_corners, new_figure, refresh_legend
+from . import COLORS, InPlace, box_corners, new_figure, refresh_legend, rescale
 from .ticks import few_ticks
 
 CODE_COLOR = COLORS["shared"]  # blue: codes
@@ -407,30 +407,52 @@ def offload_explorer() -> Explorer:
                    n_buffers=int_slider("prefetch buffers", 1, 4, 1))
 
 
+class _CompressedCopy(InPlace):
+    """``compression_view``'s direct and compressed copies, redrawn in place by ``set``."""
+
+    def __init__(self, ax: Axes) -> None:
+        self.ax = ax
+        self.direct, = ax.barh(1, 0, color=COLORS["weights"])
+        self.copy, = ax.barh(0, 0, color=CODE_COLOR, label="copy")
+        self.decompress, = ax.barh(0, 0, color=META_COLOR, label="decompress")
+        ax.set_xlabel("ms to move 96 MiB")
+        few_ticks(ax, x=5, y=None)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncols=2)
+        self.keep_on(ax.figure)
+
+    def set(self, ratio: float, decompress_gb_per_s: float, link_gb_per_s: float) -> bool:
+        s, link = 96 * MiB, link_gb_per_s * GB
+        copied = off.copy_time(ratio * s, link)
+        comp = off.compressed_transfer_time(s, ratio, link, decompress_gb_per_s * GB)
+        for bar, left, width in ((self.direct, 0, off.copy_time(s, link)), (self.copy, 0, copied),
+                                 (self.decompress, copied, comp - copied)):
+            bar.set_x(left / ms)
+            bar.set_width(width / ms)
+            bar.sticky_edges.x[:] = [left / ms]  # as barh marks a new bar's base
+        self.ax.set_yticks([0, 1], [f"compressed\n(ρ = {ratio:g})", "direct"])
+        thr = off.decompress_threshold(ratio, link) / GB if ratio < 1 else float("inf")
+        self.ax.set_title(f"compression pays above {thr:,.1f} GB/s of decompression", fontsize=10)
+        rescale(self.ax)
+        return True
+
+
 def compression_view(ratio: float = 0.25, decompress_gb_per_s: float = 100.0, link_gb_per_s: float = 64.0) -> Figure:
     """Direct copy against compressed copy + decompression of 96 MiB, and the threshold rate."""
-    s = 96 * MiB
-    link = link_gb_per_s * GB
-    direct = off.copy_time(s, link)
-    comp = off.compressed_transfer_time(s, ratio, link, decompress_gb_per_s * GB)
     fig, ax = new_figure(width=7.0, height=2.6)
     fig.subplots_adjust(left=1.3 / 7.0, bottom=1.0 / 2.6)
-    ax.barh(1, direct / ms, color=COLORS["weights"])
-    ax.barh(0, off.copy_time(ratio * s, link) / ms, color=CODE_COLOR, label="copy")
-    ax.barh(0, (comp - off.copy_time(ratio * s, link)) / ms, left=off.copy_time(ratio * s, link) / ms,
-            color=META_COLOR, label="decompress")
-    ax.set_yticks([0, 1], [f"compressed\n(ρ = {ratio:g})", "direct"])
-    thr = off.decompress_threshold(ratio, link) / GB if ratio < 1 else float("inf")
-    ax.set_title(f"compression pays above {thr:,.1f} GB/s of decompression", fontsize=10)
-    ax.set_xlabel("ms to move 96 MiB")
-    few_ticks(ax, x=5, y=None)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncols=2)
+    _CompressedCopy(ax).set(ratio, decompress_gb_per_s, link_gb_per_s)
     return fig
+
+
+def update_compression(fig: Figure, ratio: float = 0.25, decompress_gb_per_s: float = 100.0,
+                       link_gb_per_s: float = 64.0) -> bool:
+    """Redraw a ``compression_view`` figure in place (the explorer's path)."""
+    return _CompressedCopy.redraw(fig, ratio, decompress_gb_per_s, link_gb_per_s)
 
 
 def compression_explorer() -> Explorer:
     """Compression ratio, decompression throughput and link bandwidth for a compressed copy (8.4.3)."""
-    return explore(compression_view, ratio=float_slider("compressed / original", 0.05, 0.95, 0.25, 0.05),
+    return explore(compression_view, update_compression, ratio=float_slider("compressed / original", 0.05, 0.95, 0.25, 0.05),
                    decompress_gb_per_s=float_slider("decompression", 10, 500, 100, 5, unit="GB/s"),
                    link_gb_per_s=float_slider("link", 16, 900, 64, 2, unit="GB/s"))
 
