@@ -127,7 +127,7 @@ def test_the_slowest_explorers_redraw_in_place() -> None:
                  "serving.amdahl_explorer", "quant.weight_fit_explorer",
                  "blocks_explorers.snapshot_explorer", "schedule.example_explorer",
                  "timeline.capacity_explorer", "quant.offload_explorer",
-                 "quant.compression_explorer"):
+                 "quant.compression_explorer", "schedule.budget_rule_explorer"):
         assert FACTORIES[name]().update is not None, name
 
 

@@ -21,7 +21,7 @@ from .. import chunking, shapes
 from ..iteration import FITTED_COST, IterationCost
 from ..scheduler import Schedule, run_example
 from ..units import ms
-from . import COLORS, InPlace, add_boxes, box_corners, caption, new_figure, refresh_legend
+from . import COLORS, InPlace, add_boxes, box_corners, caption, new_figure, refresh_legend, rescale
 from .legibility import legible, min_font_pt
 from .ticks import few_ticks
 
@@ -302,34 +302,59 @@ def _largest_pieces(cost: IterationCost, gap_limit_s: float, decode_contexts: tu
     return hs, tokens
 
 
+class _BudgetRule(InPlace):
+    """``budget_rule_figure``'s curve and marked history, redrawn in place by ``set``."""
+
+    def __init__(self, ax) -> None:
+        self.ax = ax
+        self.curve, = ax.plot([], [], color=COLORS["prefill"])
+        self.mark, = ax.plot([], [], "o", color=COLORS["deadline"])
+        self.note = ax.annotate("", (0, 0), textcoords="offset points", xytext=(6, 6), fontsize=8)
+        ax.set_xlabel("history of the prompt being prefilled (tokens)")
+        ax.set_ylabel("new tokens per iteration")
+        few_ticks(ax, x=4, y=4, integer=True)
+        self.keep_on(ax.figure)
+
+    def set(self, gap_limit_s: float, history_tokens: int, decodes: int, decode_context: int = 2048,
+            cost: IterationCost = FITTED_COST, max_history: int = 32768) -> bool:
+        contexts = (decode_context,) * decodes
+        grid, pieces = _largest_pieces(cost, gap_limit_s, contexts, max(max_history, history_tokens))
+        here = chunking.max_chunk_tokens(cost, gap_limit_s, history_tokens, contexts)
+        at = int(np.searchsorted(grid, history_tokens))
+        if at < grid.size and grid[at] == history_tokens:  # the curve runs through the marked point either way
+            hs, tokens = grid, pieces
+        else:
+            hs, tokens = np.insert(grid, at, history_tokens), np.insert(pieces, at, here)
+        self.curve.set_data(hs, tokens)
+        self.curve.set_label(f"largest piece within {gap_limit_s / ms:.0f} ms")
+        self.mark.set_data([history_tokens], [here])
+        self.note.xy = (history_tokens, here)
+        self.note.set_text(f"{here:,} tokens")
+        self.ax.set_ylim(0, max(tokens.max(), 1) * 1.15)
+        self.ax.set_title(f"iteration limit {gap_limit_s / ms:.0f} ms with {decodes} decodes at {decode_context:,} "
+                          "tokens")
+        rescale(self.ax)
+        refresh_legend(self.ax, loc="upper right")
+        return True
+
+
 def budget_rule_figure(gap_limit_s: float = 0.050, history_tokens: int = 4096, decodes: int = 2,
                        decode_context: int = 2048, cost: IterationCost = FITTED_COST,
                        max_history: int = 32768) -> Figure:
     """The two-step rule: a gap limit bounds the iteration; the history then bounds the prompt piece (tokens)."""
-    contexts = (decode_context,) * decodes
-    grid, pieces = _largest_pieces(cost, gap_limit_s, contexts, max(max_history, history_tokens))
-    here = chunking.max_chunk_tokens(cost, gap_limit_s, history_tokens, contexts)
-    at = int(np.searchsorted(grid, history_tokens))
-    if at < grid.size and grid[at] == history_tokens:  # the curve runs through the marked point either way
-        hs, tokens = grid, pieces
-    else:
-        hs, tokens = np.insert(grid, at, history_tokens), np.insert(pieces, at, here)
     fig, ax = new_figure(width=7, height=3.2)
-    ax.plot(hs, tokens, color=COLORS["prefill"], label=f"largest piece within {gap_limit_s / ms:.0f} ms")
-    ax.plot([history_tokens], [here], "o", color=COLORS["deadline"])
-    ax.annotate(f"{here:,} tokens", (history_tokens, here), textcoords="offset points", xytext=(6, 6), fontsize=8)
-    ax.set_xlabel("history of the prompt being prefilled (tokens)")
-    ax.set_ylabel("new tokens per iteration")
-    ax.set_ylim(0, max(tokens.max(), 1) * 1.15)
-    ax.set_title(f"iteration limit {gap_limit_s / ms:.0f} ms with {decodes} decodes at {decode_context:,} tokens")
-    ax.legend(loc="upper right")
-    few_ticks(ax, x=4, y=4, integer=True)
+    _BudgetRule(ax).set(gap_limit_s, history_tokens, decodes, decode_context, cost, max_history)
     return fig
 
 
 def draw_budget_rule(gap_limit_ms: float = 50.0, history_tokens: int = 4096, decodes: int = 2) -> Figure:
     """Widget callback: ``budget_rule_figure`` with the gap limit in milliseconds."""
     return budget_rule_figure(gap_limit_ms * ms, int(history_tokens), int(decodes))
+
+
+def update_budget_rule(fig: Figure, gap_limit_ms: float = 50.0, history_tokens: int = 4096, decodes: int = 2) -> bool:
+    """Redraw a ``draw_budget_rule`` figure in place (the explorer's path)."""
+    return _BudgetRule.redraw(fig, gap_limit_ms * ms, int(history_tokens), int(decodes))
 
 
 # ---- the section's explorers (notebooks display them; tests sweep every ``*_explorer``) ----
@@ -373,7 +398,7 @@ def budget_rule_explorer() -> "Explorer":
     from .. import widgets as w
 
     return w.explore(
-        draw_budget_rule,
+        draw_budget_rule, update_budget_rule,
         gap_limit_ms=w.float_slider("gap limit", 30, 400, 50, 5, "ms"),
         history_tokens=w.int_slider("history", 0, 32768, 4096, 256, "tokens"),
         decodes=w.int_slider("running decodes", 0, 64, 2, 1, "requests"),
