@@ -103,7 +103,8 @@ def test_report_files(graded) -> None:
     by, out, _, _, elapsed = graded
     report = json.loads((out / "report.json").read_text())
     assert {r["student"] for r in report} == set(by)
-    rows = list(csv.DictReader(open(out / "grades.csv", encoding="utf-8")))
+    with open(out / "grades.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
     assert {"student", "exercise", "part", "status", "points"} <= set(rows[0])
     ada = [r for r in rows if r["student"] == "Ada"]
     assert len(ada) == len(EXERCISES["8-8"].parts) and all(r["status"] == "correct" for r in ada)

@@ -46,7 +46,10 @@ def test_the_8_1_explorers_are_found() -> None:
     assert {"timeline.request_explorer", "timeline.capacity_explorer", "timeline.batch_explorer"} <= set(FACTORIES)
 
 
-def _same_as_the_widget_shows(explorer, overrides: dict, fresh_png: bytes | None) -> bool:
+MISMATCHES = Path(__file__).resolve().parents[1] / "_build" / "widget-mismatch"
+
+
+def _same_as_the_widget_shows(explorer, overrides: dict, fresh_png: bytes | None, out: Path = MISMATCHES) -> bool:
     """For an explorer that redraws in place: its next frame has exactly the pixels of a new draw
     (``fresh_png``; None moves on to the frame without comparing).
 
@@ -62,7 +65,6 @@ def _same_as_the_widget_shows(explorer, overrides: dict, fresh_png: bytes | None
     if fresh_png is not None:
         png = to_png(shown)
         if png != fresh_png:
-            out = Path(__file__).resolve().parents[1] / "_build" / "widget-mismatch"
             out.mkdir(parents=True, exist_ok=True)
             stem = f"{explorer.draw.__name__}-{abs(hash(repr(sorted(overrides.items())))):x}"
             (out / f"{stem}-frame.png").write_bytes(png)
@@ -169,7 +171,7 @@ def test_frame_updates_in_place_falls_back_to_a_new_draw_and_keeps_only_figures(
     assert text.frame() == "n = 2" and text.frame(n=3) == "n = 3"  # only figures are kept to redraw
 
 
-def test_a_frame_redrawn_wrongly_in_place_fails_the_comparison_with_new_draws() -> None:
+def test_a_frame_redrawn_wrongly_in_place_fails_the_comparison_with_new_draws(tmp_path: Path) -> None:
     from inferlab.plot import new_figure
 
     def draw(y: int) -> Figure:
@@ -185,7 +187,8 @@ def test_a_frame_redrawn_wrongly_in_place_fails_the_comparison_with_new_draws() 
     ex = widgets.explore(draw, update, y=widgets.int_slider("y", 1, 3, 1))
     ex.frame()
     with pytest.raises(AssertionError, match="differs from two new draws"):
-        _same_as_the_widget_shows(ex, {"y": 2}, to_png(ex.render(y=2)))
+        _same_as_the_widget_shows(ex, {"y": 2}, to_png(ex.render(y=2)), tmp_path)
+    assert len(list(tmp_path.glob("*.png"))) == 2  # the frame and the new draw, kept for review
 
 
 def test_a_rejected_combination_renders_as_a_message() -> None:
