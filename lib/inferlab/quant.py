@@ -149,21 +149,19 @@ def _check_bytes(data: np.ndarray, fmt: BlockFormat) -> np.ndarray:
 
 # ---- q8_0 ---------------------------------------------------------------------------------
 
-def _q8_0_encode(b: np.ndarray) -> np.ndarray:
+def _q8_0_encode(b: np.ndarray, out: np.ndarray) -> None:
     a = np.abs(b)
     d = np.take_along_axis(a, a.argmax(axis=1, keepdims=True), axis=1) / np.float32(127)  # argmax beats max here
     with np.errstate(divide="ignore", over="ignore"):
         inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
     with np.errstate(over="ignore", invalid="ignore"):  # subnormal blocks: 1/d overflows, d is 0 in fp16 anyway
         q = _round_away_int8(b * inv).view(np.uint8)
-    out = np.empty((b.shape[0], 34), np.uint8)
     out[:, :2] = _fp16_bytes(d)
     out[:, 2:] = q
-    return out
 
 
-def _q8_0_decode(blk: np.ndarray) -> np.ndarray:
-    return blk[:, 2:].view(np.int8).astype(np.float32) * _fp16_at(blk, 0)
+def _q8_0_decode(blk: np.ndarray, out: np.ndarray) -> None:
+    np.multiply(blk[:, 2:].view(np.int8), _fp16_at(blk, 0), out=out)  # int8 x float32 -> float32, no temporary
 
 
 # ---- q4_0 ---------------------------------------------------------------------------------
@@ -173,7 +171,7 @@ def _signed_absmax(b: np.ndarray) -> np.ndarray:
     return np.take_along_axis(b, np.abs(b).argmax(axis=1, keepdims=True), axis=1)
 
 
-def _q4_0_encode(b: np.ndarray) -> np.ndarray:
+def _q4_0_encode(b: np.ndarray, out: np.ndarray) -> None:
     d = _signed_absmax(b) / np.float32(-8)
     with np.errstate(divide="ignore", over="ignore"):
         inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
@@ -183,20 +181,16 @@ def _q4_0_encode(b: np.ndarray) -> np.ndarray:
         q = v.astype(np.uint8).view(np.uint64)  # (n, 4): eight codes per lane
     # clamp 16 to 15 (subtract bit 4 of each byte), then pack nibble j | nibble j+16 << 4
     q -= (q >> np.uint64(4)) & _BYTE_ONES
-    out = np.empty((b.shape[0], 18), np.uint8)
     out[:, :2] = _fp16_bytes(d)
     out[:, 2:] = (q[:, :2] | (q[:, 2:] << np.uint64(4))).view(np.uint8)
-    return out
 
 
-def _q4_0_decode(blk: np.ndarray) -> np.ndarray:
+def _q4_0_decode(blk: np.ndarray, out: np.ndarray) -> None:
     q = blk[:, 2:]
-    out = np.empty((blk.shape[0], 32), np.float32)
     np.bitwise_and(q, np.uint8(15), out=out[:, :16], casting="unsafe")
     np.right_shift(q, np.uint8(4), out=out[:, 16:], casting="unsafe")
     out -= np.float32(8)
     out *= _fp16_at(blk, 0)
-    return out
 
 
 # ---- q2_K ---------------------------------------------------------------------------------
@@ -263,7 +257,7 @@ def _nearest(v: np.ndarray) -> np.ndarray:
     return np.rint(v).astype(np.int32)
 
 
-def _q2_K_encode(b: np.ndarray) -> np.ndarray:
+def _q2_K_encode(b: np.ndarray, out: np.ndarray) -> None:
     f32 = np.float32
     n = b.shape[0]
     L, scales, mins = _qkx2(np.ascontiguousarray(b.reshape(n * 16, 16).T))
@@ -287,29 +281,26 @@ def _q2_K_encode(b: np.ndarray) -> np.ndarray:
     L = np.where(live[:, :, None], requant, L).astype(np.uint8)
 
     q = L.reshape(n, 2, 4, 32) << np.array([0, 2, 4, 6], np.uint8)[None, None, :, None]
-    out = np.empty((n, 84), np.uint8)
     out[:, :16] = sc
     out[:, 16:80] = np.bitwise_or.reduce(q, axis=2).reshape(n, 64)
     out[:, 80:82] = d16.view(np.uint8).reshape(n, 2)
     out[:, 82:84] = dmin16.view(np.uint8).reshape(n, 2)
-    return out
 
 
 _CRUMB_SHIFTS = np.array([0, 2, 4, 6], np.uint8).reshape(1, 1, 4, 1)
 
 
-def _q2_K_decode(blk: np.ndarray) -> np.ndarray:
+def _q2_K_decode(blk: np.ndarray, out: np.ndarray) -> None:
     n = blk.shape[0]
     sc = blk[:, :16]
     dl = (_fp16_at(blk, 80) * (sc & 15).astype(np.float32))[:, :, None]  # (n, 16, 1)
     ml = (_fp16_at(blk, 82) * (sc >> 4).astype(np.float32))[:, :, None]
     # byte l of half h holds values h*128 + 32*k + l for k = 0..3 (2 bits each, low bits first)
     q = (blk[:, 16:80].reshape(n, 2, 1, 32) >> _CRUMB_SHIFTS) & np.uint8(3)
-    out = np.empty((n, 16, 16), np.float32)
-    out[...] = q.reshape(n, 16, 16)
-    out *= dl
-    out -= ml
-    return out.reshape(n, 256)
+    values = out.reshape(n, 16, 16)
+    values[...] = q.reshape(n, 16, 16)
+    values *= dl
+    values -= ml
 
 
 def q2_K_fields(block: np.ndarray) -> "pd.DataFrame":
@@ -335,10 +326,11 @@ def _ggml_format(fmt: str) -> BlockFormat:
 
 
 def _blockwise(rows: np.ndarray, codec, width: int, dtype: type, rows_per_chunk: int) -> np.ndarray:
-    """Apply ``codec`` to ``rows`` a chunk at a time (bounded temporaries), into an array of ``width`` columns."""
+    """Apply ``codec(rows, out)`` to ``rows`` a chunk at a time (bounded temporaries), writing each chunk's result
+    straight into its rows of an array of ``width`` columns."""
     out = np.empty((rows.shape[0], width), dtype)
     for i in range(0, rows.shape[0], rows_per_chunk):
-        out[i:i + rows_per_chunk] = codec(rows[i:i + rows_per_chunk])
+        codec(rows[i:i + rows_per_chunk], out[i:i + rows_per_chunk])
     return out
 
 
