@@ -60,7 +60,9 @@ def test_dequantize_random_bytes_like_gguf(fmt: str) -> None:
 @given(hnp.arrays(np.float32, (2, 64), elements=st.floats(-1e4, 1e4, width=32)))
 def test_q8_q4_match_gguf_on_any_finite_input(x: np.ndarray) -> None:
     for fmt in ("q8_0", "q4_0"):
-        assert np.array_equal(quantize(x, fmt), gguf.quantize(x, GGUF_TYPES[fmt]))
+        with np.errstate(all="ignore"):  # gguf's reference divides by subnormal scales as ggml does; ours does not warn
+            ref = gguf.quantize(x, GGUF_TYPES[fmt])
+        assert np.array_equal(quantize(x, fmt), ref)
 
 
 @pytest.mark.parametrize("fmt", ["q8_0", "q4_0"])
