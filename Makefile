@@ -57,7 +57,7 @@ book: setup  ## execute every notebook and build the HTML into _build/html
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 
 # Each notebook executes once: nbmake runs it and stores it in the book's cache (conftest.py), the build reuses it.
-# nbmake's kernels are forked from a warm process (tests/_forked_kernels.py): 62 -> 44 s for the 31 notebooks here.
+# nbmake's kernels are forked from a warm process (tests/_forked_kernels.py): 65 -> 40 s for the 31 notebooks here.
 # Two chains share the two cores (make -j2): the unit tests, and notebooks -> book build -> browser test.
 # The book chain has single-threaded stretches (the build, Chromium waiting on a page); the unit tests fill them.
 # torch installs at the head of the unit chain; the repository checks (tests/test_repo.py) run among the unit tests.
