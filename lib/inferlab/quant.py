@@ -297,7 +297,7 @@ def _q2_K_decode(blk: np.ndarray, out: np.ndarray) -> None:
     ml = (_fp16_at(blk, 82) * (sc >> 4).astype(np.float32))[:, :, None]
     # byte l of half h holds values h*128 + 32*k + l for k = 0..3 (2 bits each, low bits first)
     q = (blk[:, 16:80].reshape(n, 2, 1, 32) >> _CRUMB_SHIFTS) & np.uint8(3)
-    values = out.reshape(n, 16, 16)
+    values = out.reshape(n, 16, 16)  # a view: out is a run of rows of a C-contiguous array (_blockwise)
     values[...] = q.reshape(n, 16, 16)
     values *= dl
     values -= ml

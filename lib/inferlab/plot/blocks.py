@@ -16,7 +16,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from ..cache_value import ContextUpdate, PrefixCost, keep_ratio_threshold, prefix_cost, recompute_to_fetch_ratio
-from ..example import ACCELERATOR, KV_BUDGET_BYTES, MODEL
+from ..example import ACCELERATOR, KV_BUDGET_BYTES, LONG, MODEL
 from ..memory import (block_table_entries, max_concurrent_requests, paged_slots, paged_waste, request_kv_bytes,
                       shared_and_private_bytes)
 from ..paging import PoolState
@@ -683,12 +683,12 @@ def update_shared_batch(fig: Figure, prefix_tokens: int = 6144, block_size: int 
 
 def _shared_batch(prefix_tokens: int, block_size: int) -> tuple[tuple, str]:
     """``draw_capacity_vs_requests``'s arguments for ``shared_batch_view``, and its title."""
-    model, budget = MODEL, KV_BUDGET_BYTES
-    prefix = min(prefix_tokens, 8192 - 1)
-    shared, private = shared_and_private_bytes(model, 8192, 256, block_size, prefix)
-    fit_i = max_concurrent_requests(budget, model, 8192, 256, block_size)
-    fit_s = max_concurrent_requests(budget, model, 8192, 256, block_size, prefix)
-    totals = (int(max(fit_i, fit_s) * 1.25) + 2, request_kv_bytes(model, 8192, 256, block_size), shared, private,
+    model, budget, shape = MODEL, KV_BUDGET_BYTES, (LONG.prompt_tokens, LONG.output_tokens)
+    prefix = min(prefix_tokens, LONG.prompt_tokens - 1)
+    shared, private = shared_and_private_bytes(model, *shape, block_size, prefix)
+    fit_i = max_concurrent_requests(budget, model, *shape, block_size)
+    fit_s = max_concurrent_requests(budget, model, *shape, block_size, prefix)
+    totals = (int(max(fit_i, fit_s) * 1.25) + 2, request_kv_bytes(model, *shape, block_size), shared, private,
               budget, fit_i, fit_s)
     return totals, f"{prefix:,}-token shared prefix, B = {block_size}: {fit_s} requests fit instead of {fit_i}"
 
@@ -772,7 +772,7 @@ def _value_inputs(link_gb_per_s: float, p_hit: float, maintain_per_fetch: float)
     """The prefixes ``value_view`` draws, by label, the chosen p_h, and the title."""
     a, b = _link_costs(link_gb_per_s, maintain_per_fetch)
     edge = f"A breaks even at {a.break_even():.1%}" if a.break_even() <= 1 else "A never pays"
-    return ({"A: 6144 tokens, 864 MiB": a, "B: 2048 tokens, 288 MiB": b}, p_hit,
+    return ({f"{name}: {c.tokens} tokens, {c.kv_bytes / MiB:.0f} MiB": c for name, c in (("A", a), ("B", b))}, p_hit,
             rf"{link_gb_per_s:g} GB/s, $T_{{\mathrm{{maint}}}}$ = {maintain_per_fetch:g} $T_{{\mathrm{{fetch}}}}$: {edge}, "
             f"$V_h$({p_hit:.2f}) = {a.value(p_hit) / ms:.1f} ms")
 

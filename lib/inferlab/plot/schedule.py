@@ -63,12 +63,11 @@ class _Gantt(InPlace):
         if list(schedule.served) != self.names:
             return False  # other rows: a figure of its own
         row = {name: i for i, name in enumerate(self.names)}
-        bars = [(it.start_s, it.duration_s, row[w.request.name], COLORS[w.kind])
+        work = [(it.start_s, it.duration_s, row[w.request.name], w.kind)
                 for it in schedule.iterations for w in it.work if w.kind in ("prefill", "decode")]
-        start, length, y, colors = (np.array(v) for v in zip(*bars)) if bars else ([], [], [], [])
-        self.bars.set_verts(box_corners(np.divide(start, ms), np.subtract(y, _BAR_HEIGHT / 2),
-                                        np.divide(np.add(start, length), ms), np.add(y, _BAR_HEIGHT / 2)))
-        self.bars.set_facecolor(colors)
+        start, length, y = (np.array([bar[i] for bar in work], float) for i in range(3))
+        self.bars.set_verts(box_corners(start / ms, y - _BAR_HEIGHT / 2, (start + length) / ms, y + _BAR_HEIGHT / 2))
+        self.bars.set_facecolor([COLORS[kind] for *_, kind in work])
         arrivals = np.array([s.request.arrival_s for s in schedule.served.values()]) / ms
         self.arrivals.set_data(arrivals, np.arange(len(self.names)) - _BAR_HEIGHT / 2 - 0.08)
         self.ax.set_xlim(0, (xmax_s if xmax_s is not None else schedule.makespan_s * 1.02) / ms)

@@ -306,6 +306,7 @@ def amdahl_view(fractions: tuple[float, ...] = (0.2, 0.5, 0.8), max_speedup: flo
 
 
 def _explorer_shares(decode_share: float) -> tuple[float, ...]:
+    """The chapter's three decode shares and the reader's, in order (once if it is one of them)."""
     return tuple(sorted({0.2, 0.5, 0.8, round(decode_share, 2)}))
 
 

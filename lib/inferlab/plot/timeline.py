@@ -87,11 +87,11 @@ class _RequestTimeline(InPlace):
         for bar, left, width in zip(self.bars, (t0, t0 + queue_s, first), (queue_s, first - t0 - queue_s, last - first)):
             bar.set_x(left)
             bar.set_width(width)
+            bar.sticky_edges.x[:] = [left]  # as barh marks a new bar's base
         self.bars[2].set_label(f"decode ({len(gaps)} gaps)")
         stalled = np.flatnonzero(gaps > 1.5 * np.median(gaps)) if gaps.size else np.array([], int)
         starts = np.asarray(r.token_times_s)[stalled]
-        self.stalls.set_verts([[(x, -0.25), (x, 0.25), (x + dx, 0.25), (x + dx, -0.25)]
-                               for x, dx in zip(starts, gaps[stalled])])
+        self.stalls.set_verts(box_corners(starts, -0.25, starts + gaps[stalled], 0.25))  # as broken_barh: x0 + width
         self.stalls.set_label(f"stalled gap ({gaps.max() * 1e3:.0f} ms)" if stalled.size else "_stalled gap")
         self.dots.set_data([first, last], [0, 0])
         for note, at, y, text in ((self.first, first, -0.75, f"first token {first - t0:.3f} s"),
