@@ -71,3 +71,49 @@ def test_round_log_ticks_thin_out_as_the_span_grows():
     assert all(np.isclose(np.log10(t), round(np.log10(t))) for t in wide)
     with pytest.raises(ValueError, match="values"):
         round_log_ticks(np.array([0.0, 1.0]))
+
+
+def _labelled_figure(axes_class):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.0, 3.0))
+    left, right = fig.subplots(1, 2, subplot_kw={"axes_class": axes_class})
+    left.plot([1, 300], [0.02, 47.0])
+    left.set(xscale="log", yscale="log", xlabel="batch", ylabel="GiB per token", title="log")
+    right.bar(["a", "bb", "ccc"], [3.0, 1.5, 12345.0])
+    right.set(xlabel="category", ylabel="a long label")
+    right.twinx().plot([0, 2], [1e-3, 2e-3])
+    fig.align_ylabels([left, right])  # siblings: each axis measures the other's tick labels too
+    return fig
+
+
+def test_book_axes_draw_the_pixels_of_matplotlibs_axes():
+    from matplotlib.axes import Axes
+
+    from inferlab.plot.ticks import BookAxes
+
+    assert to_png(_labelled_figure(BookAxes)) == to_png(_labelled_figure(Axes))
+    _, ax = new_figure()
+    assert isinstance(ax, BookAxes) and isinstance(ax.twinx(), BookAxes) and isinstance(ax.twiny(), BookAxes)
+
+
+def test_book_axes_work_ticks_out_once_per_draw(monkeypatch):
+    from matplotlib.axis import Axis
+
+    calls = []
+    original = Axis._update_ticks
+
+    def counted(self):
+        calls.append(self)
+        return original(self)
+
+    monkeypatch.setattr(Axis, "_update_ticks", counted)
+    fig, ax = new_figure()
+    ax.plot([0, 1], [0, 1])
+    to_png(fig)
+    assert calls.count(ax.xaxis) == 1 and calls.count(ax.yaxis) == 1  # Matplotlib's Axes: twice each
+    calls.clear()
+    ax.set_xlim(0, 7)
+    assert ax.xaxis.get_majorticklocs().max() == 7 and len(ax.xaxis._update_ticks()) >= 2  # outside a draw: as usual
+    to_png(fig)
+    assert calls.count(ax.xaxis) == 2  # the call above and one in the draw: nothing kept from the last draw

@@ -22,7 +22,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import AutoLocator
 
 from .render import to_png
-from .ticks import InView
+from .ticks import BookAxes, InView
 
 # Roles, not hues: every section colours the same thing the same way.
 COLORS: dict[str, str] = {
@@ -126,6 +126,7 @@ def _build_figure(nrows: int, ncols: int, width: float, height: float, subplot_k
     # Fixed margins in inches: constrained layout would double the render time of a redraw.
     fig.subplots_adjust(left=0.8 / width, right=1 - 0.2 / width, bottom=0.55 / height,
                         top=1 - 0.35 / height, wspace=0.35, hspace=0.5)
+    subplot_kw = {**subplot_kw, "subplot_kw": {"axes_class": BookAxes, **subplot_kw.get("subplot_kw", {})}}
     axes = fig.subplots(nrows, ncols, squeeze=True, **subplot_kw)
     if nrows * ncols > 1:
         axes = list(axes.ravel())

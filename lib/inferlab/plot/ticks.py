@@ -1,19 +1,22 @@
-"""Tick locators that make only the ticks a reader sees.
+"""Ticks made and measured once: locators that make only the ticks a reader sees, and Axes that work them out once a draw.
 
 A redraw pays for every Tick object an axis makes (five artists each, about 2 ms on the book's
 2-core machine), including the ones Matplotlib's locators place just outside the view and never
 draw. ``InView`` drops those; ``few_ticks`` puts at most a handful of round ticks on linear axes.
+``BookAxes`` (every ``new_figure`` axes) keeps an axis' ticks and their labels' boxes for the length
+of its draw, which Matplotlib otherwise works out twice.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.axis import XAxis, YAxis
 from matplotlib.ticker import Locator, LogLocator, MaxNLocator, NullLocator
 
 from .._validate import positive_int
 
-__all__ = ["InView", "few_ticks", "decade_ticks", "round_log_ticks"]
+__all__ = ["InView", "BookAxes", "few_ticks", "decade_ticks", "round_log_ticks"]
 
 _STEPS = [1, 2, 2.5, 5, 10]  # Matplotlib's AutoLocator's: 1, 2, 2.5 or 5 times a power of ten
 
@@ -39,6 +42,66 @@ class InView(Locator):
 
     def __call__(self) -> np.ndarray:
         return self.tick_values(*self.axis.get_view_interval())
+
+
+class _TicksOncePerDraw:
+    """An axis that works out its ticks and their labels' boxes once per draw.
+
+    ``Axis.draw`` updates the ticks (locator, formatter, positions) and measures their labels, draws them,
+    then does both again to place the axis label clear of them (``_get_tick_boxes_siblings``). Nothing
+    changes in between, so within a draw the first answers are reused;
+    outside a draw (a tight bbox, a user's call) both are worked out as usual.
+    """
+
+    _kept: dict | None = None
+
+    def draw(self, renderer) -> None:  # noqa: D102 - matplotlib's signature
+        self._kept = {}
+        try:
+            super().draw(renderer)
+        finally:
+            self._kept = None
+
+    def _update_ticks(self):
+        if self._kept is None:
+            return super()._update_ticks()
+        if "ticks" not in self._kept:
+            self._kept["ticks"] = super()._update_ticks()
+        return self._kept["ticks"]
+
+    def _get_ticklabel_bboxes(self, ticks, renderer):
+        if self._kept is None or ticks is not self._kept.get("ticks"):
+            return super()._get_ticklabel_bboxes(ticks, renderer)
+        if "boxes" not in self._kept:
+            self._kept["boxes"] = super()._get_ticklabel_bboxes(ticks, renderer)
+        return self._kept["boxes"]
+
+
+class _XAxis(_TicksOncePerDraw, XAxis):
+    pass
+
+
+class _YAxis(_TicksOncePerDraw, YAxis):
+    pass
+
+
+class BookAxes(Axes):
+    """Matplotlib's Axes, whose axes work out their ticks once per draw: the same pixels, and an explorer's
+    update 13 % faster (median over the 29, 2-29 % each)."""
+
+    def _init_axis(self) -> None:  # Matplotlib's, with the axis classes above
+        self.xaxis = _XAxis(self, clear=False)
+        self.spines.bottom.register_axis(self.xaxis)
+        self.spines.top.register_axis(self.xaxis)
+        self.yaxis = _YAxis(self, clear=False)
+        self.spines.left.register_axis(self.yaxis)
+        self.spines.right.register_axis(self.yaxis)
+
+    def twinx(self, axes_class=None, **kwargs) -> Axes:  # noqa: D102 - a twin of a BookAxes is one too
+        return super().twinx(axes_class or type(self), **kwargs)
+
+    def twiny(self, axes_class=None, **kwargs) -> Axes:  # noqa: D102
+        return super().twiny(axes_class or type(self), **kwargs)
 
 
 def few_ticks(ax: Axes, x: int | None = 5, y: int | None = 5, integer: bool = False) -> None:
