@@ -10,8 +10,9 @@ statement too (they find the module already loaded, as a second import in one ke
 
 Only modules whose import does not look at the running shell are preloaded (with the environment
 ipykernel gives a kernel, ``MPLBACKEND`` included), and pandas, which only asks whether it is imported
-inside a kernel (its display width depends on it): it is imported with ``get_ipython()`` saying so. Not inferlab, whose ``plot`` registers its PNG formatter with
-the shell, nor ipywidgets, which registers its comm target. ``tests/test_forked_kernels.py`` checks
+inside a kernel (its display width depends on it): it is imported with ``get_ipython()`` saying so.
+Not inferlab, whose ``plot`` registers its PNG formatter with the shell, nor ipywidgets, which
+registers its comm target. ``tests/test_forked_kernels.py`` checks
 that a notebook shows the same outputs from a forked kernel as from a plain one. The reader's cold
 start is measured without any of this (``benchmarks/run.py`` starts plain kernels).
 

@@ -53,10 +53,11 @@ def _same_as_the_widget_shows(explorer, overrides: dict, fresh_png: bytes | None
     """For an explorer that redraws in place: its next frame has exactly the pixels of a new draw
     (``fresh_png``; None moves on to the frame without comparing).
 
-    A frame that differs is compared with a second new draw before the test fails: a new draw of the same
-    values gave other bytes in about 1 of 25 processes here, never reproduced (not in 7 processes drawing
-    all 976 explorer pictures twice, in order, shuffled, or from each figure-template state). The second
-    reference tells that apart from a frame that is wrong. Only the reference is drawn again,
+    A frame that differs is compared with a second new draw before the test fails: now and then a new
+    draw of the same values gives other bytes, depending on the process' history, not on the values (a
+    process drawing all 6,596 explorer pictures showed it in 4 of 7 runs, and any change to its memory use
+    moved or hid it; figure templates and the text-bitmap cache are ruled out). The second reference
+    tells that apart from a frame that is wrong. Only the reference is drawn again,
     never the frame: the reader sees the frame's first rendering. Both pictures are kept for review.
 
     Returns whether the frame reused the figure shown before it (the in-place path ran)."""

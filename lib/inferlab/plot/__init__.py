@@ -126,8 +126,8 @@ def _build_figure(nrows: int, ncols: int, width: float, height: float, subplot_k
     # Fixed margins in inches: constrained layout would double the render time of a redraw.
     fig.subplots_adjust(left=0.8 / width, right=1 - 0.2 / width, bottom=0.55 / height,
                         top=1 - 0.35 / height, wspace=0.35, hspace=0.5)
-    subplot_kw = {**subplot_kw, "subplot_kw": {"axes_class": BookAxes, **subplot_kw.get("subplot_kw", {})}}
-    axes = fig.subplots(nrows, ncols, squeeze=True, **subplot_kw)
+    per_axes = {"axes_class": BookAxes, **subplot_kw.get("subplot_kw", {})}  # every axes a BookAxes
+    axes = fig.subplots(nrows, ncols, squeeze=True, **{**subplot_kw, "subplot_kw": per_axes})
     if nrows * ncols > 1:
         axes = list(axes.ravel())
     for ax in axes if isinstance(axes, list) else [axes]:

@@ -65,7 +65,7 @@ class _Gantt(InPlace):
         row = {name: i for i, name in enumerate(self.names)}
         work = [(it.start_s, it.duration_s, row[w.request.name], w.kind)
                 for it in schedule.iterations for w in it.work if w.kind in ("prefill", "decode")]
-        start, length, y = (np.array([bar[i] for bar in work], float) for i in range(3))
+        start, length, y = np.array([bar[:3] for bar in work], float).reshape(-1, 3).T
         self.bars.set_verts(box_corners(start / ms, y - _BAR_HEIGHT / 2, (start + length) / ms, y + _BAR_HEIGHT / 2))
         self.bars.set_facecolor([COLORS[kind] for *_, kind in work])
         arrivals = np.array([s.request.arrival_s for s in schedule.served.values()]) / ms
