@@ -30,7 +30,7 @@ def _figure(title: str = "Time per output token", ylabel: str = "ms"):
     ax.text(2, 12, "turned", rotation=90)
     ax.text(6, 14, "upside down", rotation=180)
     ax.text(7, 5, "slanted", rotation=30)  # not a quarter turn: drawn by Matplotlib
-    ax.legend()
+    ax.legend(loc="upper right")  # "best" warns when its search takes over 1 s, as on a loaded machine
     return fig
 
 
