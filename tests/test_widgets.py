@@ -89,20 +89,16 @@ def test_every_explorer_at_its_extremes(name: str) -> None:
                 _same_as_the_widget_shows(explorer, args, png)
 
 
-@pytest.mark.parametrize("name", sorted(FACTORIES))
-def test_every_explorer_at_pairs_of_extremes(name: str) -> None:
-    """Two knobs at once reach combinations one-at-a-time sweeps miss; each must draw or raise ValueError.
+def _walk(explorer, states: list[dict], compare_every: int = 2) -> tuple[list[dict], int]:
+    """Show ``states`` in turn, as a reader's slider moves would; each must draw or raise ValueError.
 
-    An explorer that redraws in place is walked through them in turn, as a reader's slider moves are: each
-    frame must redraw or raise ValueError, and every third frame (and the last) is checked against a new
-    draw, pixel for pixel. A state one update leaves behind for the next shows there, at a third of the
-    drawing cost. The frames between are not drawn anew: a reader reaches a new draw there only when the
-    update declines, and then ``frame`` draws it."""
-    explorer = FACTORIES[name]()
-    reused = 0
-    corners = list(explorer.corners())
-    for i, overrides in enumerate(corners):
-        compare = i % 3 == 0 or i == len(corners) - 1
+    An explorer that redraws in place has every ``compare_every``-th frame (and the last) checked against a
+    new draw, pixel for pixel: a state one update leaves behind for the next shows there. The frames between
+    are not drawn anew: a reader reaches a new draw there only when the update declines, and then ``frame``
+    draws it. Returns the states drawn and how many frames were redrawn in place."""
+    drawn, reused = [], 0
+    for i, overrides in enumerate(states):
+        compare = i % compare_every == 0 or i == len(states) - 1
         try:
             result = explorer.render(**overrides) if explorer.update is None or compare else None
             if explorer.update is not None:
@@ -116,8 +112,55 @@ def test_every_explorer_at_pairs_of_extremes(name: str) -> None:
                     explorer.render(**overrides)
         else:
             assert result is not None or explorer.update is not None, overrides
+            drawn.append(overrides)
+    return drawn, reused
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_every_explorer_at_pairs_of_extremes(name: str) -> None:
+    """Two knobs at once reach combinations one-at-a-time sweeps miss; each must draw or raise ValueError.
+
+    The explorer is walked through ``pairwise`` states (every pair of knobs meets every combination of
+    their extremes, the other knobs at extremes too), then through the pairs (the rest at defaults) that no
+    drawn state met because the states holding them were rejected. Either way every pair of extremes is
+    drawn somewhere or shown to be rejected on its own."""
+    explorer = FACTORIES[name]()
+    states = explorer.pairwise()
+    drawn, reused = _walk(explorer, states)
+    missed = [c for c in explorer.corners() if not any(all(s[k] == v for k, v in c.items()) for s in drawn)]
+    drawn_alone, reused_alone = _walk(explorer, missed)
     if explorer.update is not None:
-        assert reused >= len(corners) // 2, f"only {reused} of {len(corners)} frames were redrawn in place"
+        frames = len(states) + len(missed)
+        assert reused + reused_alone >= frames // 2, f"only {reused + reused_alone} of {frames} frames were redrawn in place"
+
+
+def test_pairwise_states_meet_every_pair_of_extremes() -> None:
+    ex = widgets.explore(lambda **_: None, a=widgets.int_slider("a", 0, 1, 0), b=widgets.choice("b", [1, 2, 3], 2),
+                         c=widgets.log_slider("c", 0, 4, 2), d=widgets.choice("d", ["x", "y"], "x"),
+                         e=widgets.int_slider("e", 5, 9, 6))
+    states = ex.pairwise()
+    assert all(set(s) == set(ex.controls) for s in states)
+    assert all(any(all(s[k] == v for k, v in c.items()) for s in states) for c in ex.corners())
+    assert 6 <= len(states) < len(list(ex.corners())) // 3  # at least |b| * 2 states; far fewer than corners
+    assert ex.pairwise() == states  # deterministic
+    assert widgets.explore(lambda a: a, a=widgets.int_slider("a", 0, 1, 0)).pairwise() == []
+
+
+def test_a_rejected_pairwise_state_falls_back_to_its_pairs_alone() -> None:
+    """A state rejected as a whole leaves its pairs unmet; each is then tried with the other knobs at defaults."""
+    def draw(a: int, b: int, c: int) -> str:
+        if (a, b, c) == (9, 9, 0):
+            raise ValueError("a = b = 9 needs c > 0")
+        return f"{a}{b}{c}"
+
+    ex = widgets.explore(draw, a=widgets.int_slider("a", 0, 9, 5), b=widgets.int_slider("b", 0, 9, 5),
+                         c=widgets.int_slider("c", 0, 9, 5))
+    states = ex.pairwise()
+    drawn, _ = _walk(ex, states)
+    assert len(drawn) == len(states) - 1
+    missed = [c for c in ex.corners() if not any(all(s[k] == v for k, v in c.items()) for s in drawn)]
+    assert missed == [{"a": 9, "b": 9}, {"a": 9, "c": 0}, {"b": 9, "c": 0}]  # met only in the rejected state
+    assert _walk(ex, missed)[0] == missed  # with the third knob at its default, each pair draws
 
 
 #: Explorers that draw anew on every move: block diagrams whose boxes and labels change in number with each value,

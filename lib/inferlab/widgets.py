@@ -222,6 +222,31 @@ class Explorer:
                     for vb in _extremes(self.controls[b]):
                         yield {a: va, b: vb}
 
+    def pairwise(self) -> list[dict[str, Any]]:
+        """A few states, every control at one of its extremes, in which each pair of controls meets every
+        combination of their extremes: a covering array of strength two (pairwise testing).
+
+        It reaches every pair ``corners`` reaches in about a quarter of the states (185 for 766 over the
+        book's explorers), with the other knobs at extremes rather than defaults. Built greedily and
+        deterministically: each state starts from the first pair not yet met, and gives every other
+        control the extreme that meets the most new pairs with the controls already set.
+        """
+        levels = [_extremes(c) for c in self.controls.values()]
+        k = len(levels)
+        unmet = {(a, i, b, j) for a in range(k) for b in range(a + 1, k)
+                 for i in range(len(levels[a])) for j in range(len(levels[b]))}
+        states: list[dict[str, Any]] = []
+        while unmet:
+            a, i, b, j = min(unmet)
+            pick = {a: i, b: j}  # control -> index of its extreme
+            for c in range(k):
+                if c not in pick:
+                    pick[c] = max(range(len(levels[c])), key=lambda v: sum(
+                        ((m, pick[m], c, v) if m < c else (c, v, m, pick[m])) in unmet for m in pick))
+            unmet -= {(x, pick[x], y, pick[y]) for x in range(k) for y in range(x + 1, k)}
+            states.append({name: levels[c][pick[c]] for c, name in enumerate(self.controls)})
+        return states
+
     def displayable(self) -> Any:
         """The current result, a Figure rendered once to PNG; a ValueError from the knobs becomes a message."""
         try:
