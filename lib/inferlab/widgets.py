@@ -226,7 +226,7 @@ class Explorer:
         """A few states, every control at one of its extremes, in which each pair of controls meets every
         combination of their extremes: a covering array of strength two (pairwise testing).
 
-        It reaches every pair ``corners`` reaches in about a quarter of the states (185 for 766 over the
+        It reaches every pair ``corners`` reaches in about a quarter of the states (184 for 766 over the
         book's explorers), with the other knobs at extremes rather than defaults. Built greedily and
         deterministically: each state starts from the first pair not yet met, and gives every other
         control the extreme that meets the most new pairs with the controls already set.
