@@ -22,6 +22,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import AutoLocator
 
 from .render import to_png
+from .legends import book_legend
 from .ticks import BookAxes, InView
 
 # Roles, not hues: every section colours the same thing the same way.
@@ -204,7 +205,7 @@ def refresh_legend(ax: Axes, handles: list | None = None, *, on_figure: bool = F
     if on_figure:
         if legend is not None:
             legend.remove()
-        legend = ax._inferlab_figure_legend = ax.figure.legend(handles, labels, **style)
+        legend = ax._inferlab_figure_legend = book_legend(ax.figure.legend(handles, labels, **style))
     else:
         legend = ax.legend(handles, labels, **style)
     legend._inferlab_key = key

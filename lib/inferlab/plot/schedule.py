@@ -22,6 +22,7 @@ from ..iteration import FITTED_COST, IterationCost
 from ..scheduler import Schedule, run_example
 from ..units import ms
 from . import COLORS, InPlace, add_boxes, box_corners, caption, new_figure, refresh_legend, rescale
+from .legends import book_legend
 from .legibility import legible, min_font_pt
 from .ticks import few_ticks
 
@@ -56,7 +57,7 @@ class _Gantt(InPlace):
         few_ticks(ax, x=6, y=None)
         handles = [Patch(color=COLORS["prefill"], label="prefill"), Patch(color=COLORS["decode"], label="decode"),
                    ax.plot([], [], "v", color="black", label="arrival")[0]]
-        ax.figure.legend(handles=handles, loc="lower center", ncols=3)
+        book_legend(ax.figure.legend(handles=handles, loc="lower center", ncols=3))
         self.keep_on(ax.figure)
 
     def set(self, schedule: Schedule, xmax_s: float | None = None, title: str | None = None) -> bool:

@@ -15,6 +15,7 @@ from matplotlib.axis import XAxis, YAxis
 from matplotlib.ticker import Locator, LogLocator, MaxNLocator, NullLocator
 
 from .._validate import positive_int
+from .legends import BookLegend, book_legend
 
 __all__ = ["InView", "BookAxes", "few_ticks", "decade_ticks", "round_log_ticks"]
 
@@ -87,7 +88,7 @@ class _YAxis(_TicksOncePerDraw, YAxis):
 
 class BookAxes(Axes):
     """Matplotlib's Axes, whose axes work out their ticks once per draw: the same pixels, and an explorer's
-    update 13 % faster (the median over the 29 explorers)."""
+    update 13 % faster (the median over the 29 explorers). Its legends are ``BookLegend``s."""
 
     def _init_axis(self) -> None:  # Matplotlib's, with the axis classes above
         self.xaxis = _XAxis(self, clear=False)
@@ -96,6 +97,9 @@ class BookAxes(Axes):
         self.yaxis = _YAxis(self, clear=False)
         self.spines.left.register_axis(self.yaxis)
         self.spines.right.register_axis(self.yaxis)
+
+    def legend(self, *args, **kwargs) -> BookLegend:  # noqa: D102 - Matplotlib's, measured once per draw
+        return book_legend(super().legend(*args, **kwargs))
 
     def twinx(self, axes_class=None, **kwargs) -> Axes:  # noqa: D102 - a twin of a BookAxes is one too
         return super().twinx(axes_class or type(self), **kwargs)
