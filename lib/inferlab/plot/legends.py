@@ -3,8 +3,8 @@
 A legend is a tree of boxes: the whole, the title and the columns, a row per entry, and in each row
 the handle and its text. ``Legend.draw`` measures the whole to place the frame, then draws it; every
 box measures its children to place them, and each child measures its own children again when it is
-drawn, so an entry's text was laid out four or five times a draw (a third of a redraw of the weight
-reuse figure, whose two legends hold seven entries). Nothing changes size within the draw.
+drawn, so an entry's text was laid out three to six times a draw. Nothing changes size within the draw;
+measuring once saves 2-3.5 ms of a 20-40 ms redraw with legends (weight reuse, timeline batch, chunk).
 """
 
 from __future__ import annotations
