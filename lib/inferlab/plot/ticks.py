@@ -9,6 +9,8 @@ of its draw, which Matplotlib otherwise works out twice.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.axis import XAxis, YAxis
@@ -48,9 +50,9 @@ class InView(Locator):
 class _TicksOncePerDraw:
     """An axis that works out its ticks and their labels' boxes once per draw.
 
-    ``Axis.draw`` updates the ticks (locator, formatter, positions) and measures their labels, draws them,
-    then does both again to place the axis label clear of them (``_get_tick_boxes_siblings``). Nothing
-    changes in between, so within a draw the first answers are reused;
+    ``Axis.draw`` updates the ticks (locator, formatter, positions) and measures their labels, draws them
+    (laying each label out again), then does both again to place the axis label clear of them
+    (``_get_tick_boxes_siblings``). Nothing changes in between, so within a draw the first answers are reused;
     outside a draw (a tight bbox, a user's call) both are worked out as usual.
     """
 
@@ -61,6 +63,8 @@ class _TicksOncePerDraw:
         try:
             super().draw(renderer)
         finally:
+            for label in self._kept.get("labels", ()):
+                del label.__dict__["_get_layout"]
             self._kept = None
 
     def _update_ticks(self):
@@ -74,6 +78,10 @@ class _TicksOncePerDraw:
         if self._kept is None or ticks is not self._kept.get("ticks"):
             return super()._get_ticklabel_bboxes(ticks, renderer)
         if "boxes" not in self._kept:
+            # each label is laid out for its box here and again when it is drawn: once is enough
+            labels = self._kept["labels"] = [label for tick in ticks for label in (tick.label1, tick.label2)]
+            for label in labels:
+                label._get_layout = functools.cache(label._get_layout)
             self._kept["boxes"] = super()._get_ticklabel_bboxes(ticks, renderer)
         return self._kept["boxes"]
 
