@@ -22,6 +22,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import AutoLocator
 
 from .render import to_png
+from . import pickled
 from .legends import book_legend
 from .ticks import BookAxes, InView
 
@@ -104,7 +105,7 @@ def new_figure(nrows: int = 1, ncols: int = 1, width: float = 7.0, height: float
     if template is not None and dict.__eq__(template.rc, mpl.rcParams):
         _templates.move_to_end(key)
         if template.blob:
-            fig = pickle.loads(template.blob)
+            fig = pickled.loads(template.blob)
             return fig, (fig.axes if nrows * ncols > 1 else fig.axes[0])
         fig, axes = _build_figure(nrows, ncols, width, height, subplot_kw)
         if template.blob is None:  # the second request: keep a copy
