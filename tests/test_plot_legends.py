@@ -75,3 +75,20 @@ def test_legends_of_book_figures_are_book_legends():
     assert type(Figure().subplots()) is Axes  # Matplotlib's own figures are left alone
     with pytest.raises(ValueError, match="legend"):
         book_legend(ax)
+
+
+def test_kept_answers_end_with_the_block_even_when_it_raises():
+    from inferlab.plot.per_draw import kept_for_draw
+
+    class Box:
+        calls = 0
+
+        def size(self, scale):
+            Box.calls += 1
+            return 2 * scale
+
+    box = Box()
+    with pytest.raises(RuntimeError), kept_for_draw([box], ("size",)):
+        assert box.size(3) == box.size(3) == 6 and Box.calls == 1  # once per argument inside the block
+        raise RuntimeError("a draw that fails")
+    assert "size" not in box.__dict__ and box.size(3) == 6 and Box.calls == 2  # worked out again after it

@@ -9,10 +9,10 @@ measuring once saves 2-3.5 ms of a 20-40 ms redraw with legends (weight reuse, t
 
 from __future__ import annotations
 
-import functools
-
 from matplotlib.legend import Legend
 from matplotlib.offsetbox import OffsetBox
+
+from .per_draw import kept_for_draw
 
 __all__ = ["BookLegend", "book_legend"]
 
@@ -34,16 +34,8 @@ class BookLegend(Legend):
     Outside a draw (a tight bbox, a user's call) every measure is worked out as usual."""
 
     def draw(self, renderer) -> None:  # noqa: D102 - matplotlib's signature
-        boxes = _boxes(self._legend_box)
-        for box in boxes:  # an instance attribute shadows the class' method for the length of the draw
-            for name in _MEASURES:
-                setattr(box, name, functools.cache(getattr(box, name)))
-        try:
+        with kept_for_draw(_boxes(self._legend_box), _MEASURES):
             super().draw(renderer)
-        finally:
-            for box in boxes:
-                for name in _MEASURES:
-                    del box.__dict__[name]
 
 
 def book_legend(legend: Legend) -> BookLegend:

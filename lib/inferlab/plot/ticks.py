@@ -9,7 +9,7 @@ of its draw, which Matplotlib otherwise works out twice.
 
 from __future__ import annotations
 
-import functools
+from contextlib import ExitStack
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -18,6 +18,7 @@ from matplotlib.ticker import Locator, LogLocator, MaxNLocator, NullLocator
 
 from .._validate import positive_int
 from .legends import BookLegend, book_legend
+from .per_draw import kept_for_draw
 
 __all__ = ["InView", "BookAxes", "few_ticks", "decade_ticks", "round_log_ticks"]
 
@@ -59,13 +60,12 @@ class _TicksOncePerDraw:
     _kept: dict | None = None
 
     def draw(self, renderer) -> None:  # noqa: D102 - matplotlib's signature
-        self._kept = {}
-        try:
-            super().draw(renderer)
-        finally:
-            for label in self._kept.get("labels", ()):
-                del label.__dict__["_get_layout"]
-            self._kept = None
+        with ExitStack() as labels_kept:
+            self._kept = {"labels": labels_kept}
+            try:
+                super().draw(renderer)
+            finally:
+                self._kept = None
 
     def _update_ticks(self):
         if self._kept is None:
@@ -79,9 +79,8 @@ class _TicksOncePerDraw:
             return super()._get_ticklabel_bboxes(ticks, renderer)
         if "boxes" not in self._kept:
             # each label is laid out for its box here and again when it is drawn: once is enough
-            labels = self._kept["labels"] = [label for tick in ticks for label in (tick.label1, tick.label2)]
-            for label in labels:
-                label._get_layout = functools.cache(label._get_layout)
+            labels = [label for tick in ticks for label in (tick.label1, tick.label2)]
+            self._kept["labels"].enter_context(kept_for_draw(labels, ("_get_layout",)))
             self._kept["boxes"] = super()._get_ticklabel_bboxes(ticks, renderer)
         return self._kept["boxes"]
 
