@@ -27,10 +27,18 @@ DROP_STALE_CACHE = @oldest=$$(find $(CACHE) -name '*.ipynb' -printf '%T@ %p\n' 2
 
 .PHONY: drop-stale-cache setup book test unit notebooks notebooks-run book-check outputs-check build-check browser chromium lab bench clean strip
 
+# A fresh venv holds no bytecode: each module is compiled on its first import. make test then starts six
+# processes at once (each chain's pytest and its two workers) that import the same packages, and each compiled
+# them until one had written them. Two imports here compile them once, while npm installs the web files.
+WARM_A := sympy, pandas
+WARM_B := inferlab.plot, inferlab.widgets, matplotlib.pyplot, ipywidgets, IPython, ipykernel.kernelapp, nbclient, \
+	nbmake.nb_run, hypothesis, pytest, xdist
+
 $(STAMP): requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet uv==$(UV_VERSION)
 	$(UV) pip install --quiet --no-deps --python $(PY) -r requirements.txt
+	$(PY) -c "import $(WARM_A)" & pid=$$!; $(PY) -c "import $(WARM_B)" && wait $$pid
 	touch $(STAMP)
 
 # MathJax, require.js and the widget manager, served by the book itself (pinned in web/package-lock.json)
