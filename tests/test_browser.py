@@ -134,6 +134,21 @@ def test_the_error_log_catches_errors_logged_during_and_just_after_load(tab: tup
     assert "during load" in found and "just after load" in found, found
 
 
+def test_the_error_log_catches_every_failed_load(tab: tuple[Tab, str], tmp_path: Path) -> None:
+    browser, _ = tab
+    missing = ["missing.css", "missing.woff2", "missing.png", "missing.js", "missing.json"]
+    (tmp_path / "p.html").write_text(
+        '<link rel="stylesheet" href="missing.css"><style>@font-face {font-family: X; src: url(missing.woff2)}'
+        ' body {font-family: X}</style>text<img src="missing.png"><script src="missing.js"></script>'
+        '<script>fetch("missing.json")</script><script src="https://cdn.invalid/lib.js"></script>'
+        '<iframe src="http://127.0.0.1:1/frame.html"></iframe>', encoding="utf-8")
+    with serve(tmp_path) as base:
+        browser.goto(base + "p.html")
+        found = " ".join(browser.errors())
+    for name in [*missing, "cdn.invalid/lib.js", "frame failed to load: http://127.0.0.1:1/frame.html"]:
+        assert name in found, (name, found)
+
+
 class _Refs(HTMLParser):
     """What one page points at: link targets, image, script and stylesheet sources, its element ids and
     its "Try it live" link. The standard library's tokenizer alone: no tree is built (BeautifulSoup's tree
