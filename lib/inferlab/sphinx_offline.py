@@ -79,8 +79,11 @@ def build_wheel(project: Path, dest: Path) -> Path:
         shutil.copytree(project / "lib", Path(tmp) / "lib",
                         ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "book_static"))
         shutil.copytree(project / "data", Path(tmp) / "lib" / "inferlab" / "data")
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                        "--wheel-dir", str(dest), tmp], check=True)
+        # setuptools' build backend called as pip calls it, without pip (the same wheel, 1 s against 3 s here)
+        backend = "import sys; from setuptools import build_meta; build_meta.build_wheel(sys.argv[1])"
+        run = subprocess.run([sys.executable, "-c", backend, str(dest)], cwd=tmp, capture_output=True, text=True)
+        if run.returncode != 0:
+            raise RuntimeError(f"building the inferlab wheel failed:\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}")
     (wheel,) = dest.glob("inferlab-*.whl")
     return wheel
 
