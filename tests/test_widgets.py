@@ -50,12 +50,8 @@ MISMATCHES = Path(__file__).resolve().parents[1] / "_build" / "widget-mismatch"
 def _same_as_the_widget_shows(explorer, overrides: dict, fresh_png: bytes | None, out: Path = MISMATCHES) -> bool:
     """For an explorer that redraws in place: its next frame has exactly the pixels of a new draw
     (``fresh_png``; None moves on to the frame without comparing). A frame that differs fails the test;
-    both pictures are kept for review.
-
-    (Until the figure templates were unpickled with their transforms' links keyed by id, see
-    ``inferlab.plot.pickled``, a frame or a new draw now and then drew with stale limits, depending on
-    memory addresses: one CI run failed here, and this check compared a differing frame with a second new
-    draw before failing. It is exact again.)
+    both pictures are kept for review. (A stale transform once made such a difference depend on memory
+    addresses; ``inferlab.plot.pickled`` is the fix.)
 
     Returns whether the frame reused the figure shown before it (the in-place path ran)."""
     before = explorer._shown

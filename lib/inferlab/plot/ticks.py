@@ -57,15 +57,16 @@ class _TicksOncePerDraw:
     outside a draw (a tight bbox, a user's call) both are worked out as usual.
     """
 
-    _kept: dict | None = None
+    _kept: dict | None = None  # the ticks and their labels' boxes, during a draw
+    _layouts: ExitStack | None = None  # ends the labels' kept layouts with the draw
 
     def draw(self, renderer) -> None:  # noqa: D102 - matplotlib's signature
-        with ExitStack() as labels_kept:
-            self._kept = {"labels": labels_kept}
+        with ExitStack() as self._layouts:
+            self._kept = {}
             try:
                 super().draw(renderer)
             finally:
-                self._kept = None
+                self._kept = self._layouts = None
 
     def _update_ticks(self):
         if self._kept is None:
@@ -80,7 +81,7 @@ class _TicksOncePerDraw:
         if "boxes" not in self._kept:
             # each label is laid out for its box here and again when it is drawn: once is enough
             labels = [label for tick in ticks for label in (tick.label1, tick.label2)]
-            self._kept["labels"].enter_context(kept_for_draw(labels, ("_get_layout",)))
+            self._layouts.enter_context(kept_for_draw(labels, ("_get_layout",)))
             self._kept["boxes"] = super()._get_ticklabel_bboxes(ticks, renderer)
         return self._kept["boxes"]
 
