@@ -8,8 +8,14 @@ A. A cell that puts output into an ipywidgets ``Output`` makes nbclient send a `
    on an asyncio channel, ask pyzmq to re-check the socket's pending events.
 B. On ``shutdown_request`` ipykernel can deadlock between its control and IOPub threads,
    so nbclient waits for SIGTERM (about 2.5 s). Fix: shut the kernel down immediately.
+C. Over TCP, jupyter_client picks five free ports, writes them to the connection file and
+   releases them; the kernel binds them a moment later. Anything that takes one in between
+   (the local port of another process's connection, say) kills the kernel with "Address already
+   in use": seen once in about 25 runs of ``make test``, which keeps many kernels and
+   connections open at once. Fix (POSIX): nbclient's kernels talk over Unix sockets (IPC)
+   named after a fresh connection file in the temporary folder, so there are no ports to lose.
 
-``install()`` applies both, idempotently. Sphinx loads this module as an extension through
+``install()`` applies all three, idempotently. Sphinx loads this module as an extension through
 ``_config.yml`` (its ``setup`` installs); ``conftest.py`` installs for nbmake. Details: shared/notes.
 ``store_in_book_cache`` lets the book build reuse nbmake's executions (``conftest.py``).
 """
@@ -17,12 +23,17 @@ B. On ``shutdown_request`` ipykernel can deadlock between its control and IOPub 
 from __future__ import annotations
 
 import fcntl
+import os
+import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
 import zmq.asyncio
+from jupyter_client import AsyncKernelManager
 from jupyter_client.channels import AsyncZMQSocketChannel
 from nbclient import NotebookClient
+from traitlets import default
 
 _PATCHED = "_inferlab_headless"
 
@@ -34,14 +45,43 @@ def _send_and_recheck(self: AsyncZMQSocketChannel, msg: dict[str, Any]) -> None:
     self.socket._schedule_remaining_events()  # private in pyzmq 25-27.3, pinned in requirements
 
 
+class IPCKernelManager(AsyncKernelManager):
+    """A kernel manager whose kernel listens on Unix sockets: ``<connection file>-ipc-<n>``, absolute paths.
+
+    The connection file gets a fresh name in the temporary folder (where jupyter_client puts one by
+    default), and the socket paths derive from it, so kernels started at once never share a path and
+    the kernel finds its sockets whatever its working folder. Shutting down removes the sockets.
+    """
+
+    @default("transport")
+    def _transport_default(self) -> str:
+        return "ipc"
+
+    @default("connection_file")
+    def _connection_file_default(self) -> str:
+        return os.path.join(tempfile.gettempdir(), f"kernel-{uuid.uuid4()}.json")
+
+
+_plain_create_kernel_manager = NotebookClient.create_kernel_manager
+
+
+def _create_kernel_manager(self: NotebookClient) -> Any:
+    """nbclient's own step, with ``IPCKernelManager`` where the client was left with the default manager."""
+    if self.kernel_manager_class is AsyncKernelManager:
+        self.kernel_manager_class = IPCKernelManager
+    return _plain_create_kernel_manager(self)
+
+
 def install() -> None:
-    """Apply both fixes once per process."""
+    """Apply the fixes once per process (C on POSIX only: Windows has no Unix sockets for zmq)."""
     if getattr(AsyncZMQSocketChannel, _PATCHED, False):
         return
     if not hasattr(zmq.asyncio.Socket, "_schedule_remaining_events"):
         raise ImportError("pyzmq lacks Socket._schedule_remaining_events; pin pyzmq as requirements.txt does")
     AsyncZMQSocketChannel.send = _send_and_recheck
     NotebookClient.shutdown_kernel.default_value = "immediate"
+    if os.name == "posix":
+        NotebookClient.create_kernel_manager = _create_kernel_manager
     setattr(AsyncZMQSocketChannel, _PATCHED, True)
 
 
