@@ -11,8 +11,11 @@ statement too (they find the module already loaded, as a second import in one ke
 Only modules whose import does not look at the running shell are preloaded (with the environment
 ipykernel gives a kernel, ``MPLBACKEND`` included), and pandas, which only asks whether it is imported
 inside a kernel (its display width depends on it): it is imported with ``get_ipython()`` saying so.
-Not inferlab, whose ``plot`` registers its PNG formatter with the shell, nor ipywidgets, which
-registers its comm target. ``tests/test_forked_kernels.py`` checks
+inferlab's models and simulators are preloaded; not its notebook front end (``plot`` registers its PNG
+formatter with the shell, ``widgets`` imports ipywidgets, which registers its comm target) nor its GPU
+runners (``tqdm.auto`` picks a notebook or a terminal bar at import); the server fails, and kernels start
+plainly, if any of those got imported anyway. Two caches a first use would fill in every kernel are filled
+once: sympy's first sum imports ``sympy.tensor`` (0.1 s), Matplotlib's first mathtext builds its parser (0.2 s). ``tests/test_forked_kernels.py`` checks
 that a notebook shows the same outputs from a forked kernel as from a plain one. The reader's cold
 start is measured without any of this (``benchmarks/run.py`` starts plain kernels).
 
@@ -32,8 +35,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-PRELOAD = ("numpy", "sympy", "matplotlib", "matplotlib.figure", "matplotlib.axes", "matplotlib.backends.backend_agg",
-           "ipykernel.kernelapp")
+PRELOAD = ("numpy", "sympy", "sympy.tensor.tensor", "matplotlib", "matplotlib.figure", "matplotlib.axes",
+           "matplotlib.backends.backend_agg", "ipykernel.kernelapp")
+#: inferlab's parts that look at the shell when imported, or import what does, and the tools no notebook imports
+NOT_PRELOADED = ("inferlab.plot", "inferlab.widgets", "inferlab.sphinx_offline", "inferlab.gpu", "inferlab.grade",
+                 "inferlab.headless", "inferlab.install_cell")
+#: modules whose import looks at the shell: preloading must not have imported any of them
+SHELL_AWARE = ("inferlab.plot", "ipywidgets", "tqdm.autonotebook", "matplotlib_inline")
 _PATCHED = "_inferlab_forked"
 
 
@@ -217,6 +225,24 @@ def _import_as_in_a_kernel(name: str) -> None:
         sys.stdout = stdout
 
 
+def _library_modules() -> list[str]:
+    """inferlab's modules, less ``NOT_PRELOADED`` and what lies under them (found without importing those)."""
+    import pkgutil
+    from pathlib import Path
+
+    import inferlab
+
+    found, folders = [], [(Path(inferlab.__file__).parent, "inferlab.")]
+    while folders:
+        folder, prefix = folders.pop()
+        for info in pkgutil.iter_modules([str(folder)], prefix):
+            if info.name not in NOT_PRELOADED and not info.name.endswith(".__main__"):
+                found.append(info.name)
+                if info.ispkg:
+                    folders.append((folder / info.name.rsplit(".", 1)[1], info.name + "."))
+    return sorted(found)
+
+
 def _serve() -> None:
     """Import ``PRELOAD``, then fork one kernel per request line until stdin closes."""
     import importlib
@@ -225,6 +251,14 @@ def _serve() -> None:
     for name in PRELOAD:
         importlib.import_module(name)
     _import_as_in_a_kernel("pandas")
+    for name in _library_modules():
+        importlib.import_module(name)
+    if looked := [name for name in SHELL_AWARE if name in sys.modules]:
+        raise RuntimeError(f"preloading imported {looked}, which look at the shell when imported")
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.mathtext import MathTextParser
+
+    MathTextParser("agg").parse("$x$", 72, FontProperties())
 
     def reap(*_: Any) -> None:
         try:
