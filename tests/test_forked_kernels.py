@@ -65,3 +65,10 @@ def test_other_commands_start_as_before() -> None:
     assert forking(["/bin/true", "-m", "ipykernel_launcher"]) == "plain"
     assert forking(["python3", "-c", "pass"]) == "plain"
     assert len(calls) == 2 and forking.server._proc is None  # no server was started for them
+
+
+def test_the_server_preloads_the_models_but_nothing_that_looks_at_the_shell() -> None:
+    names = fk._library_modules()
+    assert {"inferlab.paging", "inferlab.symbolic", "inferlab.serving.load", "inferlab.exercises.core"} <= set(names)
+    assert not [n for n in names if any(n == x or n.startswith(x + ".") for x in fk.NOT_PRELOADED)]
+    assert "inferlab.plot" in fk.NOT_PRELOADED and "inferlab.widgets" in fk.NOT_PRELOADED
