@@ -59,7 +59,8 @@ class IPCKernelManager(AsyncKernelManager):
 
     @default("connection_file")
     def _connection_file_default(self) -> str:
-        return os.path.join(tempfile.gettempdir(), f"kernel-{uuid.uuid4()}.json")
+        # a short name: a socket path may hold 107 bytes on Linux, 103 on macOS, whose temporary folder is long
+        return os.path.join(tempfile.gettempdir(), f"kernel-{uuid.uuid4().hex[:12]}.json")
 
 
 _plain_create_kernel_manager = NotebookClient.create_kernel_manager
