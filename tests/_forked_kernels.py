@@ -15,9 +15,10 @@ inferlab's models and simulators are preloaded; not its notebook front end (``pl
 formatter with the shell, ``widgets`` imports ipywidgets, which registers its comm target) nor its GPU
 runners (``tqdm.auto`` picks a notebook or a terminal bar at import); the server fails, and kernels start
 plainly, if any of those got imported anyway. Two caches a first use would fill in every kernel are filled
-once: sympy's first sum imports ``sympy.tensor`` (0.1 s), Matplotlib's first mathtext builds its parser (0.2 s). ``tests/test_forked_kernels.py`` checks
-that a notebook shows the same outputs from a forked kernel as from a plain one. The reader's cold
-start is measured without any of this (``benchmarks/run.py`` starts plain kernels).
+once: sympy's first sum imports ``sympy.tensor`` (0.1 s), Matplotlib's first mathtext builds its parser
+(0.2 s). ``tests/test_forked_kernels.py`` checks that a notebook shows the same outputs from a forked
+kernel as from a plain one. The reader's cold start is measured without any of this (``benchmarks/run.py``
+starts plain kernels).
 
 ``install()`` is called by ``conftest.py`` when nbmake runs. A kernel command that is not this
 interpreter's ``-m ipykernel_launcher`` is started as before, and so is every kernel if the server
