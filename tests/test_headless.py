@@ -45,7 +45,8 @@ def test_kernels_started_at_once_in_different_folders_each_get_their_own_sockets
         folder.mkdir()
         nb = new_notebook(cells=[new_code_cell(probe)])
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-        clients.append(NotebookClient(nb, timeout=20, startup_timeout=20, resources={"metadata": {"path": str(folder)}}))
+        where = {"metadata": {"path": str(folder)}}
+        clients.append(NotebookClient(nb, timeout=20, startup_timeout=20, resources=where))
     assert isinstance(clients[0].create_kernel_manager(), headless.IPCKernelManager)
     clients[0].km = None
 
