@@ -282,24 +282,6 @@ def test_gpu_cell_without_a_gpu_says_so_in_one_line(cell: str, view: str | None,
                                                         "efficiency"))
 
 
-@pytest.mark.parametrize("cell, view", CELL_CALLS)
-def test_gpu_cell_points_lie_inside_their_axes(cell: str, view: str | None, tmp_path, capsys) -> None:
-    """No marker sits on a spine, where half of it is cut off (the chapter's verify point once sat on the x axis)."""
-    from inferlab.plot.gpu import gpu_cell
-
-    fig = gpu_cell(cell, view, measure=False, measured_dir=tmp_path, show_table=False)
-    fig.draw_without_rendering()  # limits and layout as drawn
-    for ax in fig.axes:
-        box = ax.get_window_extent()
-        for line in ax.lines:
-            if line.get_marker() in (None, "None", "", " "):
-                continue
-            points = ax.transData.transform(line.get_xydata())  # units (categories) converted
-            radius = line.get_markersize() * fig.dpi / 72 / 2
-            inside = (points[:, 1] - radius >= box.y0) & (points[:, 1] + radius <= box.y1)
-            assert inside.all(), f"{cell}: a marker of {line.get_label()!r} crosses the top or bottom of its axes"
-
-
 def test_verify_cost_is_drawn_from_zero() -> None:
     from inferlab.plot.gpu import gpu_cell
 

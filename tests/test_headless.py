@@ -47,8 +47,7 @@ def test_kernels_started_at_once_in_different_folders_each_get_their_own_sockets
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
         where = {"metadata": {"path": str(folder)}}
         clients.append(NotebookClient(nb, timeout=20, startup_timeout=20, resources=where))
-    assert isinstance(clients[0].create_kernel_manager(), headless.IPCKernelManager)
-    clients[0].km = None
+    assert isinstance(NotebookClient(new_notebook()).create_kernel_manager(), headless.IPCKernelManager)
 
     async def run_both() -> None:
         await asyncio.gather(*(c.async_execute() for c in clients))

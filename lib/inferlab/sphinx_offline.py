@@ -79,7 +79,8 @@ def build_wheel(project: Path, dest: Path) -> Path:
         shutil.copytree(project / "lib", Path(tmp) / "lib",
                         ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "book_static"))
         shutil.copytree(project / "data", Path(tmp) / "lib" / "inferlab" / "data")
-        # setuptools' build backend called as pip calls it, without pip (the same wheel, 1 s against 3 s here)
+        # setuptools' build backend called as pip calls it, without pip: the same wheel, and build_wheel takes
+        # 2.9 s here instead of 4.4 s
         backend = "import sys; from setuptools import build_meta; build_meta.build_wheel(sys.argv[1])"
         run = subprocess.run([sys.executable, "-c", backend, str(dest)], cwd=tmp, capture_output=True, text=True)
         if run.returncode != 0:
