@@ -32,7 +32,7 @@ DROP_STALE_CACHE = @oldest=$$(find $(CACHE) -name '*.ipynb' -printf '%T@ %p\n' 2
 # them until one had written them. Two imports here compile them once, while npm installs the web files
 # (four processes importing these at once from a fresh venv: 59-60 CPU-s; this, then the four: 32-35).
 WARM_A := sympy, pandas
-WARM_B := inferlab.plot, inferlab.widgets, matplotlib.pyplot, ipywidgets, IPython, ipykernel.kernelapp, nbclient, \
+WARM_B := inferlab.book.plot, inferlab.book.widgets, matplotlib.pyplot, ipywidgets, IPython, ipykernel.kernelapp, nbclient, \
 	nbmake.nb_run, hypothesis, pytest, xdist
 
 $(STAMP): requirements.txt pyproject.toml

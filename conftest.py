@@ -15,8 +15,8 @@ import matplotlib
 matplotlib.use("Agg")
 
 from inferlab import headless  # noqa: E402
+from inferlab.book.widgets import OFFLINE_ENV  # noqa: E402
 from inferlab.headless import store_in_book_cache  # noqa: E402
-from inferlab.widgets import OFFLINE_ENV  # noqa: E402
 
 headless.install()
 

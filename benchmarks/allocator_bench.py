@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from inferlab.paging import BlockManager
+from inferlab.kvcache import BlockManager
 
 VOCAB = 151_936
 

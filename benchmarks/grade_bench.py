@@ -15,9 +15,9 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from _submissions import submission  # noqa: E402
+from inferlab.exercises import grader as grade  # noqa: E402
 
-from inferlab import grade  # noqa: E402
+from _submissions import submission  # noqa: E402
 
 
 def main(n: int = 100, jobs: int = 2) -> None:

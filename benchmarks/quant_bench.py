@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from inferlab import quant
+from inferlab.compression import formats
 
 
 def best_of(fn: Callable[[], object], repeats: int) -> float:
@@ -44,13 +44,13 @@ def main() -> None:
     print(f"{n:,} values ({args.rows} x {args.cols} float32), best of {args.repeats}, M values/s")
     print(f"{'format':6s} {'direction':10s} {'ours':>9s} {'gguf':>9s} {'ratio':>7s}")
     for fmt, t in types.items():
-        ours_bytes = quant.quantize(x, fmt)
+        ours_bytes = formats.quantize(x, fmt)
         has_encoder = fmt != "q2_K"
         if has_encoder:
             assert np.array_equal(ours_bytes, gguf.quantize(x, t)), fmt
-        assert np.array_equal(quant.dequantize(ours_bytes, fmt), gguf.dequantize(ours_bytes, t)), fmt
-        rows = [("encode", lambda: quant.quantize(x, fmt), (lambda: gguf.quantize(x, t)) if has_encoder else None),
-                ("decode", lambda: quant.dequantize(ours_bytes, fmt), lambda: gguf.dequantize(ours_bytes, t))]
+        assert np.array_equal(formats.dequantize(ours_bytes, fmt), gguf.dequantize(ours_bytes, t)), fmt
+        rows = [("encode", lambda: formats.quantize(x, fmt), (lambda: gguf.quantize(x, t)) if has_encoder else None),
+                ("decode", lambda: formats.dequantize(ours_bytes, fmt), lambda: gguf.dequantize(ours_bytes, t))]
         for direction, ours, theirs in rows:
             r_ours = n / best_of(ours, args.repeats) / 1e6
             if theirs is None:

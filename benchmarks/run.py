@@ -40,7 +40,7 @@ def _execute(path: Path, frames: bool) -> tuple[float, float]:
     import nbformat
     from nbclient import NotebookClient
 
-    from inferlab.widgets import OFFLINE_ENV
+    from inferlab.book.widgets import OFFLINE_ENV
 
     os.environ[OFFLINE_ENV] = "1" if frames else ""
     nb = nbformat.read(path, as_version=4)

@@ -18,8 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from inferlab.iteration import FITTED_COST
-from inferlab.scheduler import Request, simulate
+from inferlab.scheduling import FITTED_COST, Request, simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = [("fixed", {}), ("continuous", {}), ("chunked", {"token_budget": 8192, "chunk_tokens": 2048})]

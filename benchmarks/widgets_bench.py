@@ -1,8 +1,8 @@
 """Widget update latency: the frame a slider move draws, and its PNG, for every explorer over each knob's range.
 
 Run: `.venv/bin/python benchmarks/widgets_bench.py [--repeat N] [--values N]`. Explorers are found the
-way the tests find them (every ``*_explorer`` in ``inferlab.plot``). Each knob is moved over
-``--values`` points of its range (``inferlab.widgets.knob_values``, the others at their defaults);
+way the tests find them (every ``*_explorer`` in ``inferlab.book.plot``). Each knob is moved over
+``--values`` points of its range (``inferlab.book.widgets.knob_values``, the others at their defaults);
 each point is timed ``--repeat`` times and its best kept; the median and the 95th percentile over
 all points of an explorer are printed. The target is 50 ms median per update.
 
@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-import inferlab.plot
-from inferlab.plot import to_png
-from inferlab.widgets import knob_values, settle_heap
+import inferlab.book.plot
+from inferlab.book.plot import to_png
+from inferlab.book.widgets import knob_values, settle_heap
 
 
 def update_s(explorer: Any, overrides: dict[str, Any], repeat: int = 1) -> float:
@@ -67,7 +67,7 @@ def explorer_latencies(repeat: int = 3, values: int = 8) -> list[dict[str, Any]]
     Each row also carries ``reference_s``, Matplotlib's own figure (``reference_s()``) timed next to the explorer.
     """
     rows = []
-    for name, factory in sorted(inferlab.plot.explorer_factories().items()):
+    for name, factory in sorted(inferlab.book.plot.explorer_factories().items()):
         ex = factory()
         points = [{knob: v} for knob, control in ex.controls.items() for v in knob_values(control, values)]
         update_s(ex, {})  # warm caches (fonts, data files) once, as a reader's first move does

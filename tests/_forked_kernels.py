@@ -22,7 +22,7 @@ starts plain kernels).
 
 ``install()`` is called by ``conftest.py`` when nbmake runs. A kernel command that is not this
 interpreter's ``-m ipykernel_launcher`` is started as before, and so is every kernel if the server
-fails. The grader's kernels (``inferlab.grade``) are never forked: the patch lives in nbmake runs only.
+fails. The grader's kernels (``inferlab.exercises.grader``) are never forked: the patch lives in nbmake runs only.
 """
 
 from __future__ import annotations
@@ -39,10 +39,11 @@ from typing import Any
 PRELOAD = ("numpy", "sympy", "sympy.tensor.tensor", "matplotlib", "matplotlib.figure", "matplotlib.axes",
            "matplotlib.backends.backend_agg", "ipykernel.kernelapp")
 #: inferlab's parts that look at the shell when imported, or import what does, and the tools no notebook imports
-NOT_PRELOADED = ("inferlab.plot", "inferlab.widgets", "inferlab.sphinx_offline", "inferlab.gpu", "inferlab.grade",
-                 "inferlab.headless", "inferlab.install_cell")
+NOT_PRELOADED = ("inferlab.book.plot", "inferlab.book.widgets", "inferlab.book.sphinx_offline",
+                 "inferlab.book.install_cell", "inferlab.gpu", "inferlab.exercises.grader", "inferlab.grade",
+                 "inferlab.headless")
 #: modules whose import looks at the shell: preloading must not have imported any of them
-SHELL_AWARE = ("inferlab.plot", "ipywidgets", "tqdm.autonotebook", "matplotlib_inline")
+SHELL_AWARE = ("inferlab.book.plot", "ipywidgets", "tqdm.autonotebook", "matplotlib_inline")
 _PATCHED = "_inferlab_forked"
 
 

@@ -1,7 +1,7 @@
 """Differential oracle: the scheduler loop as it was before the event-driven rewrite (commit 2b79a19), frozen.
 
 A plain per-iteration loop that rebuilds every running request's ``Work`` each iteration and
-rescans the running list for finishers. It is slow and obviously faithful to SPEC's rules;
+rescans the running list for finishers. It is slow and obviously faithful to the rules in ``inferlab.scheduling.simulator``'s docstring;
 the new engines must give bit-identical token times, iteration starts/durations and work.
 Do not optimise this file.
 """
@@ -13,8 +13,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from inferlab.iteration import CostFn, Work
-from inferlab.scheduler import NoLimit, Request
+from inferlab.scheduling import CostFn, NoLimit, Request, Work
 
 
 @dataclass(eq=False)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from inferlab.paging import BlockManager
+from inferlab.kvcache import BlockManager
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "allocator_bench.py"
 _spec = importlib.util.spec_from_file_location("allocator_bench", _PATH)

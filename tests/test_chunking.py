@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferlab import chunking as C
-from inferlab.iteration import FITTED_COST
 from inferlab.models import MODELS
+from inferlab.scheduling import FITTED_COST
+from inferlab.scheduling import chunking as C
 from inferlab.units import MiB, ms
 
 M = MODELS["qwen3-8b"]
@@ -51,9 +51,9 @@ def test_splitting_a_chunk_rereads_the_weights():
 
 
 def test_smaller_chunks_cost_more_prefill_time():
-    times = [C.prefill_time(FITTED_COST, 8192, c) for c in (512, 1024, 2048, 8192)]
+    times = [C.chunked_prefill_time(FITTED_COST, 8192, c) for c in (512, 1024, 2048, 8192)]
     assert times == sorted(times, reverse=True)
-    assert C.prefill_time(FITTED_COST, 2048, 2048) == pytest.approx(FITTED_COST.of(2048))
+    assert C.chunked_prefill_time(FITTED_COST, 2048, 2048) == pytest.approx(FITTED_COST.of(2048))
     # 16 chunks of 512 pay the fixed part 16 times; pairs add up to the same total
     assert times[0] - times[-1] == pytest.approx(15 * FITTED_COST.fixed_s)
 
@@ -101,7 +101,7 @@ def test_symbolic_pairs_and_largest_piece_match_the_library():
     import sympy as sp
 
     import inferlab.symbolic as Y
-    from inferlab.iteration import FITTED_COST
+    from inferlab.scheduling import FITTED_COST
 
     assert sp.simplify(Y.CAUSAL_PAIRS_SUM.doit() - Y.CAUSAL_PAIRS) == 0
     for c, h, pairs in ((4, 0, 10), (4, 8, 42), (512, 0, 131_328), (512, 7680, 4_063_488)):

@@ -59,7 +59,7 @@ def test_read_floor_batch_is_where_the_extrapolated_step_meets_its_reads() -> No
 def test_step_breakdown_figure_draws_one_bar_pair_per_batch() -> None:
     from matplotlib.figure import Figure
 
-    from inferlab.plot import timeline as tplot
+    from inferlab.book.plot import timeline as tplot
 
     fig = tplot.step_breakdown(example.decode_step_breakdown(), "test")
     assert isinstance(fig, Figure)

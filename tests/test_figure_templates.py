@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import inferlab.plot as P
-from inferlab.plot import explorer_factories, new_figure, to_png
+import inferlab.book.plot as P
+from inferlab.book.plot import explorer_factories, new_figure, to_png
 
 
 def _pixels(png: bytes) -> np.ndarray:

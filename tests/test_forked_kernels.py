@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import _forked_kernels as fk
 import nbformat
 from nbclient import NotebookClient
+
+import _forked_kernels as fk
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -15,7 +16,7 @@ PROBE = [
     # pandas sets its display width from where it is imported: a wide frame shows it
     'pd.DataFrame({f"a column with a long name {i}": [i * 1.5] for i in range(12)})',
     'sp.Rational(1, 3) + sp.Symbol("x")',
-    "from inferlab.plot import new_figure\nfig, ax = new_figure()\nax.plot([0, 1], [0, 1])\nfig",
+    "from inferlab.book.plot import new_figure\nfig, ax = new_figure()\nax.plot([0, 1], [0, 1])\nfig",
     "buf = io.StringIO()\nwith contextlib.redirect_stdout(buf):\n    pd.describe_option()\nprint(buf.getvalue())\n"
     "print(matplotlib.rcParams._get_backend_or_none(), sorted(matplotlib.rcParams.items()), np.get_printoptions())",
     "shell = get_ipython()\nprint(os.getcwd(), sys.path[0], os.path.basename(sys.argv[0]), sorted(os.environ))\n"
@@ -69,6 +70,6 @@ def test_other_commands_start_as_before() -> None:
 
 def test_the_server_preloads_the_models_but_nothing_that_looks_at_the_shell() -> None:
     names = fk._library_modules()
-    assert {"inferlab.paging", "inferlab.symbolic", "inferlab.serving.load", "inferlab.exercises.core"} <= set(names)
+    assert {"inferlab.kvcache", "inferlab.symbolic", "inferlab.serving.load", "inferlab.exercises.core"} <= set(names)
     assert not [n for n in names if any(n == x or n.startswith(x + ".") for x in fk.NOT_PRELOADED)]
-    assert "inferlab.plot" in fk.NOT_PRELOADED and "inferlab.widgets" in fk.NOT_PRELOADED
+    assert "inferlab.book.plot" in fk.NOT_PRELOADED and "inferlab.book.widgets" in fk.NOT_PRELOADED

@@ -14,13 +14,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from inferlab import kernels, quant
-from inferlab.gpu import EXPERIMENTS, device as gdev
+from inferlab import kernels
+from inferlab.compression import formats
+from inferlab.gpu import EXPERIMENTS
+from inferlab.gpu import device as gdev
 from inferlab.gpu.kernel_runs import crossover
 from inferlab.gpu.model_runs import TINY, plan
+from inferlab.kernels import TinyConfig, TinyQwen3
+from inferlab.kvcache import BlockManager
 from inferlab.models import MODELS
-from inferlab.paging import BlockManager
-from inferlab.tiny_model import TinyConfig, TinyQwen3
 from inferlab.units import GiB
 
 QWEN = MODELS["qwen3-8b"]
@@ -34,7 +36,7 @@ def torch():
 # ---- without torch ----------------------------------------------------------------------------
 def test_importing_gpu_modules_does_not_import_torch() -> None:
     code = ("import sys, inferlab.gpu, inferlab.gpu.model_runs, inferlab.gpu.kernel_runs, inferlab.gpu.transfer, "
-            "inferlab.plot.gpu; assert 'torch' not in sys.modules, 'torch imported'")
+            "inferlab.book.plot.gpu; assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -171,13 +173,13 @@ def test_torch_kv_codecs_equal_inferlab_quant(torch) -> None:
     x[0, 0, :32] = 0  # an all-zero group
     x[1, 1, :32] = np.linspace(-127, 127, 32) / 2  # exact halves: rounded away from zero
     codes, scales = q8_0_encode(torch.from_numpy(x))
-    blocks = quant.quantize(x, "q8_0").reshape(3, 5, 4, 34)
+    blocks = formats.quantize(x, "q8_0").reshape(3, 5, 4, 34)
     np.testing.assert_array_equal(scales.numpy().view(np.uint8).reshape(3, 5, 4, 2), blocks[..., :2])
     np.testing.assert_array_equal(codes.numpy().view(np.uint8).reshape(3, 5, 4, 32), blocks[..., 2:])
-    np.testing.assert_array_equal(q8_0_decode(codes, scales).numpy(), quant.round_trip(x, "q8_0"))
+    np.testing.assert_array_equal(q8_0_decode(codes, scales).numpy(), formats.round_trip(x, "q8_0"))
     f8, s = fp8_encode(torch.from_numpy(x))
-    assert s == pytest.approx(quant.fp8_e4m3_scale(x))
-    np.testing.assert_allclose(fp8_decode(f8, s).numpy(), quant.fp8_e4m3_round_trip(x), rtol=1e-6)
+    assert s == pytest.approx(formats.fp8_e4m3_scale(x))
+    np.testing.assert_allclose(fp8_decode(f8, s).numpy(), formats.fp8_e4m3_round_trip(x), rtol=1e-6)
     with pytest.raises(ValueError, match="multiple of 32"):
         q8_0_encode(torch.zeros(3, 20))
 
@@ -271,7 +273,7 @@ CELL_CALLS = [("decode_step", None), ("decode_step", "mbu"), ("prefill_chunks", 
 def test_gpu_cell_without_a_gpu_says_so_in_one_line(cell: str, view: str | None, tmp_path, capsys) -> None:
     from matplotlib.figure import Figure
 
-    from inferlab.plot.gpu import gpu_cell, no_gpu_reason
+    from inferlab.book.plot.gpu import gpu_cell, no_gpu_reason
 
     if no_gpu_reason() is None:
         pytest.skip("this machine has a CUDA device: the cell would measure")
@@ -283,7 +285,7 @@ def test_gpu_cell_without_a_gpu_says_so_in_one_line(cell: str, view: str | None,
 
 
 def test_verify_cost_is_drawn_from_zero() -> None:
-    from inferlab.plot.gpu import gpu_cell
+    from inferlab.book.plot.gpu import gpu_cell
 
     ax = gpu_cell("verify_cost", measure=False, show_table=False).axes[0]
     assert ax.get_ylim()[0] == 0 and ax.get_ylim()[1] > 1  # "about one decode step" against zero, not a 10 % zoom
@@ -291,7 +293,7 @@ def test_verify_cost_is_drawn_from_zero() -> None:
 
 @pytest.mark.parametrize("cell, view", CELL_CALLS)
 def test_gpu_cell_shows_our_recorded_measurements(cell: str, view: str | None, tiny_records, capsys) -> None:
-    from inferlab.plot.gpu import gpu_cell
+    from inferlab.book.plot.gpu import gpu_cell
 
     fig = gpu_cell(cell, view, measure=False, measured_dir=tiny_records[0])
     out = capsys.readouterr().out
@@ -300,7 +302,7 @@ def test_gpu_cell_shows_our_recorded_measurements(cell: str, view: str | None, t
 
 
 def test_gpu_cell_rejects_unknown_cells_and_measuring_without_cuda(tmp_path) -> None:
-    from inferlab.plot.gpu import gpu_cell, no_gpu_reason
+    from inferlab.book.plot.gpu import gpu_cell, no_gpu_reason
 
     with pytest.raises(ValueError, match="cell must be one of"):
         gpu_cell("nope")

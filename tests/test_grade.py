@@ -12,9 +12,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from _submissions import notebook_path, submission
-from inferlab import grade
 from inferlab.exercises import EXERCISES
+from inferlab.exercises import grader as grade
+
+from _submissions import notebook_path, submission
 
 CHEAT = """
 import inferlab.exercises as ie, inferlab.exercises.core as core

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 
 from inferlab import kernels
-from inferlab.paging import BlockManager
+from inferlab.kvcache import BlockManager
 
 
 def naive_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = True) -> np.ndarray:

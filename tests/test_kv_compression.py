@@ -3,7 +3,7 @@
 import pytest
 import sympy as sp
 
-from inferlab import kv_compression as kc
+from inferlab.compression import kv as kc
 from inferlab.hardware import ACCELERATORS
 from inferlab.models import MODELS
 from inferlab.units import GB, GiB, MiB

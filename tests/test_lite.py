@@ -19,7 +19,7 @@ import nbformat
 import pytest
 from packaging.requirements import Requirement
 
-from inferlab import install_cell
+from inferlab.book import install_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("INFERLAB_SITE", ROOT / "_build" / "html"))
@@ -34,7 +34,8 @@ PYODIDE_DISTS = {"numpy", "pandas", "matplotlib", "sympy", "mpmath", "kiwisolver
                  "ipython", "traitlets", "comm", "markupsafe", "pyyaml"}
 
 #: Modules that run the book's tooling (builds, grading, GPU), never a notebook in the browser.
-TOOLS = ("inferlab.gpu", "inferlab.headless", "inferlab.sphinx_offline", "inferlab.grade", "inferlab.install_cell")
+TOOLS = ("inferlab.gpu", "inferlab.headless", "inferlab.book.sphinx_offline", "inferlab.exercises.grader",
+         "inferlab.grade", "inferlab.book.install_cell")
 
 
 def _norm(name: str) -> str:
@@ -157,4 +158,4 @@ def test_the_install_cell_takes_the_repository_url_from_the_config(tmp_path: Pat
 
 @pytest.mark.parametrize("path", install_cell.notebooks(), ids=lambda p: p.name)
 def test_every_notebook_installs_inferlab_where_it_is_missing(path: Path) -> None:
-    assert install_cell.has_install_cell(path, install_cell.repository_url()), "run python -m inferlab.install_cell"
+    assert install_cell.has_install_cell(path, install_cell.repository_url()), "run python -m inferlab.book.install_cell"

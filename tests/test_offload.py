@@ -9,7 +9,7 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferlab import offload as off
+from inferlab.compression import offload as off
 from inferlab.hardware import ACCELERATORS
 from inferlab.models import MODELS
 from inferlab.units import GB, MiB
@@ -75,7 +75,7 @@ def test_decompress_threshold_symbolic_is_sympys_full_solve() -> None:
 
 
 def test_decompress_threshold_symbolic_leaves_sympy_physics_out() -> None:
-    code = ("import sys; from inferlab import offload; offload.decompress_threshold_symbolic(); "
+    code = ("import sys; from inferlab.compression import offload; offload.decompress_threshold_symbolic(); "
             "assert 'sympy.physics' not in sys.modules, 'sympy.physics imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

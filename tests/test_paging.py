@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from inferlab import memory
+from inferlab.kvcache.block_manager import BlockManager, OutOfBlocks, chained_hash
+from inferlab.kvcache.scenarios import cancellation_timeline, decode_with_preemption
 from inferlab.models import MODELS
-from inferlab.paging import BlockManager, OutOfBlocks, chained_hash
-from inferlab.paging_scenarios import cancellation_timeline, decode_with_preemption
 from inferlab.units import GiB, MiB
 
 QWEN = MODELS["qwen3-8b"]
@@ -342,7 +342,7 @@ def test_decode_with_preemption_recomputes_and_finishes_all() -> None:
 
 
 def test_fork_branches_reproduces_the_four_branch_experiment() -> None:
-    from inferlab.paging_scenarios import fork_branches
+    from inferlab.kvcache.scenarios import fork_branches
 
     state = fork_branches(branches=4, prefix_tokens=95 * 16, private_tokens=9 * 16, block_size=16)
     assert (state.references, state.used_blocks) == (416, 131)
@@ -351,8 +351,8 @@ def test_fork_branches_reproduces_the_four_branch_experiment() -> None:
 
 def test_shared_prefix_batch_matches_the_capacity_formula() -> None:
     from inferlab.example import KV_BUDGET_BYTES, MODEL
+    from inferlab.kvcache.scenarios import shared_prefix_batch
     from inferlab.memory import batch_kv_bytes
-    from inferlab.paging_scenarios import shared_prefix_batch
 
     per_block = 16 * MODEL.kv_bytes_per_token()
     bm = shared_prefix_batch(16, 6144, 8192, 256, num_blocks=int(KV_BUDGET_BYTES // per_block))
@@ -540,7 +540,7 @@ def test_speculative_append_then_truncate_keeps_the_table_and_index_right() -> N
 
 
 def test_scenarios_refuse_empty_sequences_by_name() -> None:
-    from inferlab.paging_scenarios import fork_branches, shared_prefix_batch
+    from inferlab.kvcache.scenarios import fork_branches, shared_prefix_batch
 
     assert fork_branches(3, 0, 5, 4).used_blocks == 6  # no prefix: nothing shared
     assert fork_branches(3, 0, 0, 4).used_blocks == 0

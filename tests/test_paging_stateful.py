@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from inferlab.paging import BlockManager, OutOfBlocks, chained_hash
+from inferlab.kvcache.block_manager import BlockManager, OutOfBlocks, chained_hash
 
 STATEFUL_EXAMPLES = int(os.environ.get("INFERLAB_STATEFUL_EXAMPLES", "250"))
 STATEFUL_STEPS = int(os.environ.get("INFERLAB_STATEFUL_STEPS", "80"))

@@ -5,11 +5,11 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
+from inferlab.book.plot import roofline as PR
+from inferlab.book.plot import schedule as PS
 from inferlab.hardware import ACCELERATORS
 from inferlab.models import MODELS
-from inferlab.plot import roofline as PR
-from inferlab.plot import schedule as PS
-from inferlab.scheduler import budget_sweep, replay_requests, run_example
+from inferlab.scheduling import budget_sweep, replay_requests, run_example
 
 M = MODELS["qwen3-8b"]
 
@@ -109,8 +109,8 @@ def test_per_token_time_figure_draws_both_stores_and_the_kv_floor():
 
 
 def test_legible_raises_only_the_labels_below_the_floor():
-    from inferlab.plot import new_figure
-    from inferlab.plot.legibility import legible, smallest_label_pt
+    from inferlab.book.plot import new_figure
+    from inferlab.book.plot.legibility import legible, smallest_label_pt
 
     fig, ax = new_figure(width=14.0)  # drawn twice the page width: shown at half size
     small, large = ax.text(0, 0, "small", fontsize=8), ax.text(0, 1, "large", fontsize=20)
@@ -121,9 +121,9 @@ def test_legible_raises_only_the_labels_below_the_floor():
 
 def test_wide_figures_keep_every_label_legible_at_the_page_width():
     from inferlab import example
+    from inferlab.book.plot import timeline as PT
+    from inferlab.book.plot.legibility import MIN_LABEL_PT, smallest_label_pt
     from inferlab.datasets import published
-    from inferlab.plot import timeline as PT
-    from inferlab.plot.legibility import MIN_LABEL_PT, smallest_label_pt
 
     ours = budget_sweep(replay_requests(), [512, 8192], max_running=8, whole_chunks=False)
     figs = {
@@ -142,7 +142,7 @@ def test_wide_figures_keep_every_label_legible_at_the_page_width():
 
 @pytest.mark.parametrize(("step", "largest"), [(1, 16), (8, 64), (32, 512), (64, 16), (3, 100)])
 def test_padding_curve_is_the_library_rule_for_every_row(step, largest):
-    from inferlab import shapes
+    from inferlab.scheduling import shapes
 
     line = PS.draw_padding(step, largest).axes[0].lines[0]
     rows, computed = line.get_xdata(), line.get_ydata()
@@ -152,8 +152,7 @@ def test_padding_curve_is_the_library_rule_for_every_row(step, largest):
 
 @pytest.mark.parametrize("history", [0, 4096, 5000, 32768])
 def test_budget_rule_curve_is_the_library_rule_and_runs_through_the_mark(history):
-    from inferlab import chunking
-    from inferlab.iteration import FITTED_COST
+    from inferlab.scheduling import FITTED_COST, chunking
 
     ax = PS.draw_budget_rule(80.0, history, 3).axes[0]
     curve, mark = ax.lines[0], ax.lines[1]
@@ -168,7 +167,7 @@ def test_budget_rule_reuses_the_curve_when_only_the_history_moves():
     PS.draw_budget_rule(120.0, 0, 5)
     PS.draw_budget_rule(120.0, 9000, 5)
     assert PS._largest_pieces.cache_info().hits == 1
-    from inferlab.iteration import FITTED_COST
+    from inferlab.scheduling import FITTED_COST
 
     hs, tokens = PS._largest_pieces(FITTED_COST, 0.120, (2048,) * 5, 32768)
     with pytest.raises(ValueError):
@@ -176,7 +175,7 @@ def test_budget_rule_reuses_the_curve_when_only_the_history_moves():
 
 
 def test_chunk_parts_add_up_to_the_iteration_time():
-    from inferlab.iteration import FITTED_COST
+    from inferlab.scheduling import FITTED_COST
     from inferlab.units import ms
 
     bx = PS.draw_chunk(512, 7680).axes[1]
@@ -191,7 +190,7 @@ def test_chunk_parts_add_up_to_the_iteration_time():
 def test_gantt_bars_keep_their_iteration_spans_and_colours():
     from matplotlib.colors import to_rgba
 
-    from inferlab.plot import COLORS
+    from inferlab.book.plot import COLORS
     from inferlab.units import ms
 
     s = run_example("chunked")

@@ -7,16 +7,14 @@ from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
-from inferlab.cache_value import context_update_options, prefix_cost
+from inferlab.book.plot import COLORS
+from inferlab.book.plot import blocks as bplot
 from inferlab.hardware import ACCELERATORS
-from inferlab.models import MODELS
-from inferlab.paging import BlockManager
+from inferlab.kvcache import BlockManager, RadixCache, context_update_options, prefix_cost
+from inferlab.kvcache.scenarios import cancellation_timeline, decode_with_preemption, refcount_steps
+from inferlab.kvcache.snapshots import hybrid_restore_table, restore
 from inferlab.memory import max_concurrent_requests, paged_slots
-from inferlab.paging_scenarios import cancellation_timeline, decode_with_preemption, refcount_steps
-from inferlab.plot import COLORS
-from inferlab.plot import blocks as bplot
-from inferlab.prefix_cache import RadixCache
-from inferlab.snapshots import hybrid_restore_table, restore
+from inferlab.models import MODELS
 from inferlab.units import GiB, MiB
 from inferlab.workloads import agent_session, reuse_from_previous
 

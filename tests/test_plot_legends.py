@@ -8,9 +8,9 @@ from matplotlib.figure import Figure
 from matplotlib.offsetbox import TextArea
 from matplotlib.patches import Patch
 
-from inferlab.plot import new_figure, refresh_legend, to_png
-from inferlab.plot.legends import BookLegend, book_legend
-from inferlab.plot.ticks import BookAxes
+from inferlab.book.plot import new_figure, refresh_legend, to_png
+from inferlab.book.plot.legends import BookLegend, book_legend
+from inferlab.book.plot.ticks import BookAxes
 
 
 def _legends(book: bool) -> Figure:
@@ -39,7 +39,7 @@ def test_book_legends_draw_the_pixels_of_matplotlibs():
 
 
 def test_each_entry_is_measured_once_per_draw(monkeypatch):
-    from inferlab.plot.legends import _boxes
+    from inferlab.book.plot.legends import _boxes
 
     calls = []
     original = TextArea.get_bbox
@@ -78,7 +78,7 @@ def test_legends_of_book_figures_are_book_legends():
 
 
 def test_kept_answers_end_with_the_block_even_when_it_raises():
-    from inferlab.plot.per_draw import kept_for_draw
+    from inferlab.book.plot.per_draw import kept_for_draw
 
     class Box:
         calls = 0

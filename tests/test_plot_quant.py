@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from inferlab import offload as off
-from inferlab import retrieval
+from inferlab.book.plot import quant as qp
+from inferlab.book.plot import to_png
+from inferlab.compression import offload as off
+from inferlab.compression import retrieval
 from inferlab.example import MODEL
-from inferlab.plot import quant as qp
-from inferlab.plot import to_png
 from inferlab.units import MiB
 
 

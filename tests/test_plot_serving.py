@@ -2,8 +2,8 @@
 import pandas as pd
 import pytest
 
+from inferlab.book.plot import serving as splot
 from inferlab.datasets import published
-from inferlab.plot import serving as splot
 
 
 def _ours() -> pd.DataFrame:
@@ -32,14 +32,14 @@ def test_arrivals_title_states_the_library_summary():
 
     fig = splot.arrivals_view(8.0, 6.0, 5.0, "one-at-a-time", False)
     reqs = serving.poisson_requests(8.0, 40, example.SHORT.prompt_tokens, 64, seed=7)
-    s = serving.summarize(serving.serve(reqs, "one-at-a-time", kv_budget_bytes=6.0 * 2**30, deadline_s=5.0))
+    s = serving.summarize_served(serving.serve(reqs, "one-at-a-time", kv_budget_bytes=6.0 * 2**30, deadline_s=5.0))
     assert f"{int(s['on_time'])} of 40 on time, mean {s['mean_in_system']:.1f} in the system" in fig._suptitle.get_text()
 
 
 def test_configuration_plane_colours_the_feasible_points():
     from matplotlib.colors import to_rgba
 
-    from inferlab.plot import COLORS
+    from inferlab.book.plot import COLORS
 
     fig = splot.config_view(kv_budget_gib=12.0, deadline_s=7.0)
     ax = fig.axes[0]

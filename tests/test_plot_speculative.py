@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from inferlab.plot import speculative as splot
-from inferlab.plot import to_png
+from inferlab.book.plot import speculative as splot
+from inferlab.book.plot import to_png
 
 
 @pytest.mark.parametrize("kwargs", [dict(accept=0.75, decay=1.0, per_draft_ms=3.6, group=8, batch=1),
@@ -23,7 +23,7 @@ def test_draft_length_legend_hides_no_data(kwargs):
 
 
 def test_round_cost_marks_the_break_even_points_and_the_lookups():
-    from inferlab import speculative_cost as C
+    from inferlab.speculative import cost as C
 
     ax = splot.round_cost_figure(0.6, 5, 2.0, 30.0).axes[0]
     circles, squares = ax.collections

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from matplotlib.ticker import MaxNLocator
 
-from inferlab.plot import _TEMPLATE_TICKS, explorer_factories, new_figure, to_png
-from inferlab.plot.ticks import InView, decade_ticks, few_ticks
+from inferlab.book.plot import _TEMPLATE_TICKS, explorer_factories, new_figure, to_png
+from inferlab.book.plot.ticks import InView, decade_ticks, few_ticks
 
 
 def test_in_view_drops_the_ticks_a_locator_puts_outside_the_view():
@@ -62,7 +62,7 @@ def test_explorers_make_no_tick_outside_the_view_and_at_most_eight_per_axis(name
 
 
 def test_round_log_ticks_thin_out_as_the_span_grows():
-    from inferlab.plot.ticks import round_log_ticks
+    from inferlab.book.plot.ticks import round_log_ticks
 
     narrow = round_log_ticks(np.array([1.5, 9.0]))  # under a decade: 1-2-3-5
     assert {1.0, 2.0, 3.0, 5.0} <= set(narrow)
@@ -90,7 +90,7 @@ def _labelled_figure(axes_class):
 def test_book_axes_draw_the_pixels_of_matplotlibs_axes():
     from matplotlib.axes import Axes
 
-    from inferlab.plot.ticks import BookAxes
+    from inferlab.book.plot.ticks import BookAxes
 
     assert to_png(_labelled_figure(BookAxes)) == to_png(_labelled_figure(Axes))
     _, ax = new_figure()

@@ -13,8 +13,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from inferlab.calibration import prefill_time
 from inferlab.hardware import ACCELERATORS
+from inferlab.kvcache import LRU, RadixCache, ValuePerByte, eviction_sweep, replay, standard_policies
 from inferlab.models import MODELS
-from inferlab.prefix_cache import LRU, RadixCache, ValuePerByte, eviction_sweep, replay, standard_policies
 from inferlab.units import GiB
 from inferlab.workloads import agent_workload
 
@@ -303,7 +303,7 @@ TestRadixStateful.settings = settings(max_examples=STATEFUL_EXAMPLES, stateful_s
 def test_replay_never_counts_the_last_input_token_as_a_hit() -> None:
     from types import SimpleNamespace
 
-    from inferlab.prefix_cache import replay
+    from inferlab.kvcache import replay
 
     a = SimpleNamespace(name="a", input_ids=(1, 2, 3, 4), output_ids=(9,), session=True, reuse_hint=None)
     again = SimpleNamespace(name="b", input_ids=(1, 2, 3, 4), output_ids=(8,), session=True, reuse_hint=None)
@@ -312,7 +312,7 @@ def test_replay_never_counts_the_last_input_token_as_a_hit() -> None:
 
 
 def test_smallest_pool_reaching_a_share_of_the_best() -> None:
-    from inferlab.prefix_cache import smallest_pool
+    from inferlab.kvcache import smallest_pool
 
     assert smallest_pool([0.5, 1, 2, 4], [0, 50, 95, 100]) == 2
     assert smallest_pool([4, 1, 2], [100, 100, 10], fraction_of_best=1.0) == 1
@@ -324,7 +324,7 @@ def test_smallest_pool_reaching_a_share_of_the_best() -> None:
 
 @given(st.lists(st.integers(0, 3), max_size=40), st.lists(st.integers(0, 3), max_size=40))
 def test_common_prefix_matches_a_token_by_token_scan(a, b):
-    from inferlab.prefix_cache import _common
+    from inferlab.kvcache.radix import _common
 
     naive = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     assert _common(tuple(a), tuple(b)) == naive

@@ -6,8 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from inferlab import quant
-from inferlab.quant import FORMATS, block_format, dequantize, quantize
+from inferlab.compression import FORMATS, block_format, dequantize, formats, quantize
 
 gguf = pytest.importorskip("gguf")
 from gguf import GGMLQuantizationType as T  # noqa: E402
@@ -95,19 +94,19 @@ def test_q2_K_layout_by_hand() -> None:
 def test_q2_K_fields_decode_the_block() -> None:
     x = weights((1, 256), seed=6)
     blk = quantize(x, "q2_K")
-    f = quant.q2_K_fields(blk)
+    f = formats.q2_K_fields(blk)
     codes = ((blk[0, 16:80].reshape(2, 1, 32) >> np.array([0, 2, 4, 6], np.uint8)[None, :, None]) & 3).reshape(16, 16)
     y = (f["step d*sc_j"].to_numpy(np.float32)[:, None] * codes - f["offset dmin*m_j"].to_numpy(np.float32)[:, None])
     assert np.array_equal(y.astype(np.float32).ravel(), dequantize(blk, "q2_K").ravel())
-    t = quant.format_table()
+    t = formats.format_table()
     assert t.loc["q2_K", "bits per value"] == 2.625 and round(t.loc["q2_K", "metadata share"], 2) == 0.24
     with pytest.raises(ValueError, match="multiple of 84"):
-        quant.q2_K_fields(blk[:, :40])
+        formats.q2_K_fields(blk[:, :40])
 
 
 def test_q2_K_round_trip_error_and_bits() -> None:
     x = weights((8, 4096), seed=3)
-    errs = {f: float(np.sqrt(np.mean((quant.round_trip(x, f) - x) ** 2)) / x.std()) for f in quant.GGML_FORMATS}
+    errs = {f: float(np.sqrt(np.mean((formats.round_trip(x, f) - x) ** 2)) / x.std()) for f in formats.GGML_FORMATS}
     assert errs["q8_0"] < 0.01 < errs["q4_0"] < 0.2 < errs["q2_K"] < 0.6
     assert errs["q8_0"] < errs["q4_0"] < errs["q2_K"]
 
@@ -119,7 +118,7 @@ def test_round_away_is_c_roundf() -> None:
                         np.nextafter(np.arange(-127.5, 128, 0.5, dtype=np.float32), np.float32(0))])
     v = v[np.abs(v) < 127.5]  # ggml's codes stay within int8: |x / d| <= 127
     ref = np.trunc(v.astype(np.float64) + np.copysign(0.5, v.astype(np.float64)))
-    assert np.array_equal(quant._round_away_int8(v.copy()), ref.astype(np.int8))
+    assert np.array_equal(formats._round_away_int8(v.copy()), ref.astype(np.int8))
 
 
 def test_format_sizes() -> None:
@@ -135,15 +134,15 @@ def test_fp8_and_bf16_round_trip() -> None:
     import ml_dtypes
 
     x = weights((4, 256), seed=5)
-    codes, scale = quant.fp8_e4m3_encode(x)
+    codes, scale = formats.fp8_e4m3_encode(x)
     assert codes.dtype == np.uint8 and scale == pytest.approx(np.abs(x).max() / 448)
-    y = quant.fp8_e4m3_decode(codes, scale)
+    y = formats.fp8_e4m3_decode(codes, scale)
     e4m3 = (x / np.float32(scale)).astype(ml_dtypes.float8_e4m3fn)
     assert np.array_equal(y, e4m3.astype(np.float32) * np.float32(scale))
     rel = np.abs(y - x) / np.maximum(np.abs(x), 1e-3 * np.abs(x).max())
     assert np.median(rel) < 2 ** -4  # 3 mantissa bits: half an ulp is 2^-4 relative
-    assert np.abs(quant.fp8_e4m3_round_trip(np.array([1000.0]), scale=1.0)).max() == 448.0  # saturates
-    assert np.array_equal(quant.to_bf16(np.array([1.0 + 2**-9], np.float32)), np.array([1.0], np.float32))
+    assert np.abs(formats.fp8_e4m3_round_trip(np.array([1000.0]), scale=1.0)).max() == 448.0  # saturates
+    assert np.array_equal(formats.to_bf16(np.array([1.0 + 2**-9], np.float32)), np.array([1.0], np.float32))
 
 
 @pytest.mark.parametrize("bad, match", [
@@ -152,7 +151,7 @@ def test_fp8_and_bf16_round_trip() -> None:
     (lambda: quantize(np.full(32, np.nan), "q4_0"), "finite"),
     (lambda: dequantize(np.zeros(34, np.float32), "q8_0"), "uint8"),
     (lambda: dequantize(np.zeros(35, np.uint8), "q8_0"), "multiple of 34"),
-    (lambda: quant.fp8_e4m3_round_trip(np.ones(3), scale=-1.0), "scale"),
+    (lambda: formats.fp8_e4m3_round_trip(np.ones(3), scale=-1.0), "scale"),
     (lambda: FORMATS["q8_0"].stored_bytes(-1), "n_values"),
 ])
 def test_bad_input(bad, match: str) -> None:

@@ -1,4 +1,4 @@
-"""The redraw renderer (inferlab.plot.render): Matplotlib's picture, faster, with no state left on the figure."""
+"""The redraw renderer (inferlab.book.plot.render): Matplotlib's picture, faster, with no state left on the figure."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from PIL import Image
 
-from inferlab.plot import new_figure, render, to_png
+from inferlab.book.plot import new_figure, render, to_png
 
 
 def _pixels(png: bytes) -> np.ndarray:

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from inferlab import retrieval as R
-from inferlab import retry
+from inferlab.compression import retrieval as R
+from inferlab.compression import retry
 from inferlab.datasets import published
 
 FORMATS = ["fp32", "bf16", "fp8_e4m3", "q8_0", "q4_0"]

@@ -161,7 +161,7 @@ def test_efficiency_check_is_shared():
     for bad in (0, -0.1, 1.01, float("nan")):
         with pytest.raises(ValueError, match="mfu"):
             R.efficiency("mfu", bad)
-    from inferlab.iteration import RooflineCost
+    from inferlab.scheduling import RooflineCost
     with pytest.raises(ValueError, match="mbu"):
         RooflineCost(M, ACC, mbu=0)
     with pytest.raises(ValueError, match="mfu"):
@@ -245,8 +245,8 @@ def test_module_level_solutions_equal_sympys_simplified_ones() -> None:
     """symbolic solves with simplify=False (no sympy.physics import, ~0.4 s per kernel); the answers are unchanged."""
     import sympy as sp
 
-    from inferlab import speculative_symbolic as Q
     from inferlab import symbolic as S
+    from inferlab.speculative import symbolic as Q
 
     assert S.B_KV == sp.solve(sp.Eq(S.b_s * S.L_ctx * S.k_tok, S.D_w), S.b_s)[0]
     assert S.BATCH_CROSSOVER == sp.solve(sp.Eq(S.T_COMPUTE, S.T_MEMORY), S.b_s)[0]

@@ -8,12 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from _reference_scheduler import simulate_reference
-from inferlab import scheduler as sched
+from inferlab import scheduling as sched
 from inferlab.hardware import ACCELERATORS
-from inferlab.iteration import FITTED_COST, IterationCost, RooflineCost, TotalsCost, Work, totals
 from inferlab.models import MODELS
-from inferlab.scheduler import (
+from inferlab.scheduling import (
+    IterationLog,
     KVBlockLimit,
     Request,
     budget_sweep,
@@ -24,9 +23,11 @@ from inferlab.scheduler import (
     run_example,
     simulate,
 )
-from inferlab.sched_log import IterationLog
+from inferlab.scheduling.iteration import FITTED_COST, IterationCost, RooflineCost, TotalsCost, Work, totals
 from inferlab.timeline import RequestTimes
 from inferlab.units import ms, ns, us
+
+from _reference_scheduler import simulate_reference
 
 R0 = Request("r", 0.0, 2048, 2)
 
@@ -64,7 +65,7 @@ def test_chunked_prefill_844_ms_max_gap_133_ms():
     s = run_example("chunked")
     assert round(s.makespan_s / ms) == 844
     assert round(s.max_itl_s / ms) == 133
-    # the SPEC rule (a piece runs only if it fits whole) is the default
+    # the whole-piece rule (a piece runs only if it fits whole) is the default
     whole = simulate(example_requests(), "chunked", FITTED_COST, 2, token_budget=4096, chunk_tokens=2048)
     assert whole.makespan_s == s.makespan_s and whole.max_itl_s == s.max_itl_s
     # cutting pieces to the budget left (vLLM) gives the same schedule here: 2048 + 1 decode fit in 4096
@@ -74,7 +75,7 @@ def test_chunked_prefill_844_ms_max_gap_133_ms():
 
 
 def test_whole_chunks_default_waits_cut_option_cuts():
-    # chunk = budget: beside one running decode a whole chunk never fits, so under the SPEC rule r2 waits
+    # chunk = budget: beside one running decode a whole chunk never fits, so under the whole-piece rule r2 waits
     # for r0 to finish, while cutting runs a 4095-token piece beside r0's decode
     whole = run_example("chunked", token_budget=4096, chunk_tokens=4096)
     cut = run_example("chunked", token_budget=4096, chunk_tokens=4096, whole_chunks=False)
@@ -139,7 +140,7 @@ def test_budget_sweep_trades_queueing_for_gaps():
 
 
 def test_budget_sweep_whole_chunks_starves_prefill_behind_decodes():
-    # with chunk = budget and the SPEC rule a piece never fits beside a running decode: late arrivals wait longer
+    # with chunk = budget and the whole-piece rule a piece never fits beside a running decode: late arrivals wait longer
     budgets = [1024, 4096]
     cut = budget_sweep(replay_requests(), budgets, whole_chunks=False)
     whole = budget_sweep(replay_requests(), budgets, whole_chunks=True)
@@ -489,7 +490,7 @@ def test_roofline_totals_equal_the_sum_of_per_item_flops():
     assert totals(work) == (6144 + 2048 + 64, sum(w.pairs for w in work), sum(w.cached_tokens + w.new_tokens
                                                                                for w in work), 65)
     assert cost(work) == pytest.approx(card.compute_time(flops, 0.5), rel=1e-15)
-    assert round(model.flops(6144) / 1e12, 1) == 96.5  # SPEC: the 6144-token prefill
+    assert round(model.flops(6144) / 1e12, 1) == 96.5  # the chapter's 6144-token prefill
 
 
 def test_a_verification_computes_logits_at_every_row_it_runs() -> None:
@@ -514,9 +515,9 @@ def _double_decode(engine: sched.Engine) -> sched.Plan:
     return plan
 
 
-def test_a_registered_policy_emits_several_tokens_per_iteration(monkeypatch):
-    monkeypatch.setitem(sched.POLICIES, "double", _double_decode)
-    s = simulate([Request("a", 0.0, 100, 6)], "double", FITTED_COST, max_running=1)
+def test_a_plan_function_emits_several_tokens_per_iteration():
+    s = simulate([Request("a", 0.0, 100, 6)], _double_decode, FITTED_COST, max_running=1)
+    assert s.policy == "_double_decode"
     ends = s.iterations.end_s
     assert len(s.iterations) == 4  # prefill (token 1), then tokens 2-3, 4-5, 6
     assert s.times["a"].token_times_s.tolist() == [ends[0], ends[1], ends[1], ends[2], ends[2], ends[3]]
@@ -524,10 +525,14 @@ def test_a_registered_policy_emits_several_tokens_per_iteration(monkeypatch):
     assert s.iterations[1].duration_s == FITTED_COST([Work(s.served["a"].request, "decode", 2, 100, 2)])
 
 
-def test_overriding_a_builtin_policy_takes_the_general_engine(monkeypatch):
-    monkeypatch.setitem(sched.POLICIES, "continuous", _double_decode)
-    s = simulate([Request("a", 0.0, 100, 5)], "continuous", FITTED_COST, max_running=1)
+def test_a_plan_function_takes_the_general_engine_with_a_totals_cost():
+    s = simulate([Request("a", 0.0, 100, 5)], _double_decode, FITTED_COST, max_running=1)
     assert len(s.iterations) == 3 and s.times["a"].output_tokens == 5
+
+
+def test_the_builtin_policies_cannot_be_replaced():
+    with pytest.raises(TypeError):
+        sched.POLICIES["continuous"] = _double_decode  # type: ignore[index]
 
 
 def test_iteration_log_is_compact_and_built_on_access():

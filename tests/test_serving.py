@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from inferlab import serving as sv
-from inferlab.scheduler import Request
+from inferlab.scheduling import Request
 from inferlab.units import GiB, MiB
 
 
@@ -97,7 +97,7 @@ def test_littles_law_examples_and_simulation() -> None:
     assert sv.little_n(4, 0.5) == 2 and sv.little_n(4, 2) == 8
     reqs = sv.poisson_requests(2.0, 400, 512, 32, seed=3)
     df = sv.serve(reqs, "continuous", max_running=64)
-    s = sv.summarize(df)
+    s = sv.summarize_served(df)
     # over the whole window both sides count the same sojourns: n = lambda_obs * T exactly
     assert s["mean_in_system"] == pytest.approx(len(df) / s["t_obs_s"] * s["mean_latency_s"], rel=1e-9)
     # on an inner window the time average still matches lambda * T up to edge effects
@@ -120,7 +120,7 @@ def test_goodput_counts_only_correct_and_on_time() -> None:
     reqs = sv.trace_requests(np.arange(8) * 0.05, 2048, 64)
     wrong = {r.name: r.name != "r3" for r in reqs}
     df = sv.serve(reqs, "one-at-a-time", deadline_s=3.0, correct=wrong)
-    s = sv.summarize(df)
+    s = sv.summarize_served(df)
     assert s["completed"] == 8 and s["correct"] == 7
     assert s["good"] == int((df["correct"] & (df["latency_s"] <= 3.0)).sum()) < 7
     assert s["goodput_rps"] < s["completion_rps"]
@@ -233,10 +233,10 @@ def test_goodput_at_one_rate() -> None:
         sv.goodput_at(4.0, windows=0)
 
 
-def test_completion_and_goodput_are_summarize_s_two_rates() -> None:
+def test_completion_and_goodput_are_two_rates_of_the_served_summary() -> None:
     reqs = sv.poisson_requests(2.0, 120, 512, 32, seed=5)
     df = sv.serve(reqs, "continuous", max_running=64, correct=0.5, seed=1)
-    s = sv.summarize(df)
+    s = sv.summarize_served(df)
     assert sv.completion_and_goodput(df) == (s["completion_rps"], s["goodput_rps"])
     assert sv.mean_in_system(df) == s["mean_in_system"] > 0
     assert s["goodput_rps"] < s["completion_rps"]  # half the answers are wrong: the two rates differ
@@ -244,7 +244,8 @@ def test_completion_and_goodput_are_summarize_s_two_rates() -> None:
 
 def test_a_repeated_run_is_remembered_short_traces_only_and_any_cost_works(monkeypatch) -> None:
     import pandas as pd
-    from inferlab.iteration import FITTED_COST
+
+    from inferlab.scheduling import FITTED_COST
     from inferlab.serving import load
 
     calls = []

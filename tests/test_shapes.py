@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferlab import shapes as S
+from inferlab.scheduling import shapes as S
 
 
 def test_chapter_example_16_and_32_row_graphs():

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferlab.snapshots import (
+from inferlab.kvcache.snapshots import (
+    KDA_SNAPSHOT_BYTES_TP8,
     hybrid_restore_paths,
     hybrid_restore_table,
-    KDA_SNAPSHOT_BYTES_TP8,
     restore,
     snapshot_positions,
     snapshot_storage,

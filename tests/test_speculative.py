@@ -7,12 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferlab import speculative as S
-from inferlab import speculative_cost as C
-from inferlab import speculative_symbolic as Y
 from inferlab.calibration import PREFILL_MFU_BATCH1
 from inferlab.datasets import published
 from inferlab.example import ACCELERATOR, MODEL
-from inferlab.goodness_of_fit import chi_square, chi_square_critical, fits
+from inferlab.speculative import cost as C
+from inferlab.speculative import symbolic as Y
+from inferlab.speculative.goodness_of_fit import chi_square, chi_square_critical, fits
 from inferlab.units import GB, ms
 
 PLAIN = 26.26 * ms  # batch-1 2K decode step on the RTX PRO 6000 (experiment 8-1)
@@ -258,7 +258,7 @@ def test_round_time_at_batch_pads_to_buckets_and_matches_the_plain_step():
 
 
 def test_draft_length_frame_finds_the_chapter_optimum_at_batch_1():
-    from inferlab.plot.speculative import draft_length_frame
+    from inferlab.book.plot.speculative import draft_length_frame
 
     frame = draft_length_frame(0.75, 1.0, 3.6, 1, 1)
     assert int(frame["ms per token"].idxmin()) == 4 and frame.notna().all().all()

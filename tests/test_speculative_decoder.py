@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferlab.goodness_of_fit import chi_square, chi_square_critical
-from inferlab.ngram_lm import NgramLM
-from inferlab.paging import BlockManager, OutOfBlocks
-from inferlab.prompt_lookup import ModelDrafter, PromptLookup, lookup_draft
-from inferlab.speculative_decoder import speculative_decode
+from inferlab.kvcache import BlockManager, OutOfBlocks
+from inferlab.speculative import speculative_decode
+from inferlab.speculative.goodness_of_fit import chi_square, chi_square_critical
+from inferlab.speculative.ngram import NgramLM
+from inferlab.speculative.prompt_lookup import ModelDrafter, PromptLookup, lookup_draft
 
 TARGET = NgramLM.fit()
 DRAFT_MODEL = NgramLM.fit(order=2)

@@ -9,8 +9,8 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-import inferlab.plot
-from inferlab import sphinx_offline, widgets
+import inferlab.book.plot
+from inferlab.book import sphinx_offline, widgets
 
 ROOT = Path(__file__).resolve().parents[1]
 FRAME = re.compile(r'<div class="inferlab-frame" data-label="([^"]*)"( hidden)?>(.*?)</div>', re.S)
@@ -63,7 +63,7 @@ def test_offline_html_has_one_visible_frame_per_value_and_names_the_live_knob() 
 
 
 def test_figure_frames_are_pngs_at_the_offline_resolution() -> None:
-    from inferlab.plot import timeline
+    from inferlab.book.plot import timeline
 
     ex = timeline.batch_explorer()
     html = ex.offline_html(n_frames=3, dpi=50)
@@ -89,19 +89,19 @@ def test_display_emits_frames_and_no_dead_widgets_when_offline(monkeypatch: pyte
 
 
 
-@pytest.mark.parametrize("name", sorted(inferlab.plot.explorer_factories()))
+@pytest.mark.parametrize("name", sorted(inferlab.book.plot.explorer_factories()))
 def test_every_explorer_first_knob_changes_the_offline_picture(name: str) -> None:
-    ex = inferlab.plot.explorer_factories()[name]()
+    ex = inferlab.book.plot.explorer_factories()[name]()
     frames = FRAME.findall(ex.offline_html(n_frames=2, dpi=30))
     assert len(frames) >= 2 and sum(not hidden for _, hidden, _ in frames) == 1
     assert len({body for _, _, body in frames}) >= 2, "moving the knob must change the picture"
 
 
-@pytest.mark.parametrize("name", sorted(n for n, f in inferlab.plot.explorer_factories().items() if f().update))
+@pytest.mark.parametrize("name", sorted(n for n, f in inferlab.book.plot.explorer_factories().items() if f().update))
 def test_offline_frames_redrawn_in_place_are_the_frames_drawn_anew(name: str) -> None:
     from dataclasses import replace
 
-    ex = inferlab.plot.explorer_factories()[name]()
+    ex = inferlab.book.plot.explorer_factories()[name]()
     anew = replace(ex, update=None)  # the same draw and controls, every frame a new figure
     assert ex.offline_html(n_frames=4, dpi=40) == anew.offline_html(n_frames=4, dpi=40)
 

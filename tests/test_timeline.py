@@ -149,8 +149,8 @@ def test_capacity_bars_are_one_collection_coloured_by_fit() -> None:
     from matplotlib.collections import PolyCollection
     from matplotlib.colors import to_rgba
 
-    from inferlab.plot import COLORS
-    from inferlab.plot import timeline as tplot
+    from inferlab.book.plot import COLORS
+    from inferlab.book.plot import timeline as tplot
 
     fig = tplot.draw_capacity("qwen3-8b", 12, 8192, 256)
     ax = fig.axes[0]
@@ -164,7 +164,7 @@ def test_capacity_bars_are_one_collection_coloured_by_fit() -> None:
 
 
 def test_request_timeline_bars_span_queue_prefill_and_decode() -> None:
-    from inferlab.plot import timeline as tplot
+    from inferlab.book.plot import timeline as tplot
 
     fig = tplot.draw_single_request(0.5, 96, 26.5, 256)
     r = single_request(0.5, 0.096, 0.0265, 256)

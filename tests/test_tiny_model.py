@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 
 from inferlab import memory
-from inferlab.paged_cache import PagedKVCache
-from inferlab.paging import OutOfBlocks
-from inferlab.tiny_model import TinyConfig, TinyQwen3, rms_norm, rope
+from inferlab.kernels import PagedKVCache
+from inferlab.kernels.tiny_model import TinyConfig, TinyQwen3, rms_norm, rope
+from inferlab.kvcache import OutOfBlocks
 
 TOL = dict(rtol=2e-4, atol=2e-4)
 

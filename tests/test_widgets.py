@@ -1,7 +1,7 @@
 """Widget helpers, and every section explorer swept to its extremes.
 
 Explorers are found automatically: every function named ``*_explorer`` in a module of
-``inferlab.plot`` builds one, so a new section's widgets are tested as soon as they exist.
+``inferlab.book.plot`` builds one, so a new section's widgets are tested as soon as they exist.
 """
 
 from pathlib import Path
@@ -10,10 +10,10 @@ import ipywidgets as w
 import pytest
 from matplotlib.figure import Figure
 
-import inferlab.plot
-from inferlab import widgets
-from inferlab.plot import timeline as tplot
-from inferlab.plot import to_png
+import inferlab.book.plot
+from inferlab.book import widgets
+from inferlab.book.plot import timeline as tplot
+from inferlab.book.plot import to_png
 
 
 def test_explorer_renders_current_values_and_sweeps_extremes() -> None:
@@ -37,7 +37,7 @@ def test_controls_validate() -> None:
 
 
 
-FACTORIES = inferlab.plot.explorer_factories()
+FACTORIES = inferlab.book.plot.explorer_factories()
 
 
 def test_the_8_1_explorers_are_found() -> None:
@@ -51,7 +51,7 @@ def _same_as_the_widget_shows(explorer, overrides: dict, fresh_png: bytes | None
     """For an explorer that redraws in place: its next frame has exactly the pixels of a new draw
     (``fresh_png``; None moves on to the frame without comparing). A frame that differs fails the test;
     both pictures are kept for review. (A stale transform once made such a difference depend on memory
-    addresses; ``inferlab.plot.pickled`` is the fix.)
+    addresses; ``inferlab.book.plot.pickled`` is the fix.)
 
     Returns whether the frame reused the figure shown before it (the in-place path ran)."""
     before = explorer._shown
@@ -209,7 +209,7 @@ def test_frame_updates_in_place_falls_back_to_a_new_draw_and_keeps_only_figures(
 
 
 def test_a_frame_redrawn_wrongly_in_place_fails_the_comparison_with_new_draws(tmp_path: Path) -> None:
-    from inferlab.plot import new_figure
+    from inferlab.book.plot import new_figure
 
     def draw(y: int) -> Figure:
         fig, ax = new_figure(width=3.0, height=2.0)
@@ -253,7 +253,7 @@ def test_draw_functions_reject_unknown_models_by_name() -> None:
 def test_showing_a_live_explorer_freezes_the_heap_once(monkeypatch) -> None:
     import gc
 
-    from inferlab import widgets
+    from inferlab.book import widgets
 
     monkeypatch.setenv(widgets.OFFLINE_ENV, "0")
     monkeypatch.setattr(widgets, "_heap_settled", False)
@@ -270,7 +270,7 @@ def test_showing_a_live_explorer_freezes_the_heap_once(monkeypatch) -> None:
 
 
 def test_captioning_again_sizes_the_figure_as_a_first_caption_does() -> None:
-    from inferlab.plot import caption, new_figure
+    from inferlab.book.plot import caption, new_figure
 
     once, _ = new_figure(width=6.0, height=3.0)
     caption(once, "short")
@@ -283,7 +283,7 @@ def test_captioning_again_sizes_the_figure_as_a_first_caption_does() -> None:
 
 
 def test_refresh_legend_rebuilds_only_when_an_entry_changed() -> None:
-    from inferlab.plot import new_figure, refresh_legend
+    from inferlab.book.plot import new_figure, refresh_legend
 
     _, ax = new_figure()
     line, = ax.plot([0, 1], [0, 1], color="red", label="a")
@@ -301,7 +301,7 @@ def test_refresh_legend_rebuilds_only_when_an_entry_changed() -> None:
 
 
 def test_in_place_redraw_needs_the_figure_to_keep_its_own_kind() -> None:
-    from inferlab.plot import InPlace, new_figure
+    from inferlab.book.plot import InPlace, new_figure
 
     class Mark(InPlace):
         def __init__(self, ax) -> None:
@@ -327,7 +327,7 @@ def test_in_place_redraw_needs_the_figure_to_keep_its_own_kind() -> None:
 
 
 def test_rescale_lets_a_reference_line_widen_the_view_only_when_outside_it_as_axvline_does() -> None:
-    from inferlab.plot import new_figure, rescale
+    from inferlab.book.plot import new_figure, rescale
 
     for x, widened in ((0.5, False), (3.0, True)):
         _, fresh = new_figure()

@@ -16,7 +16,8 @@ C. Over TCP, jupyter_client picks five free ports, writes them to the connection
    named after a fresh connection file in the temporary folder, so there are no ports to lose.
 
 ``install()`` applies all three, idempotently. Sphinx loads this module as an extension through
-``_config.yml`` (its ``setup`` installs); ``conftest.py`` installs for nbmake. Details: shared/notes.
+``_config.yml`` (its ``setup`` installs); ``conftest.py`` installs for nbmake. The investigation behind
+A and B (rates before and after, what did not help): ``docs/notebook-execution-stall.md``.
 ``store_in_book_cache`` lets the book build reuse nbmake's executions (``conftest.py``).
 """
 

@@ -60,11 +60,11 @@ EX_8_1 = Exercise("8-1", "Reads per output token as the batch grows", notebook="
 
 # ---- 8-2: chunk size from a gap limit --------------------------------------------------------------
 def _iteration_ms(index: int) -> float:
-    return _lib("scheduler").run_example("continuous").iterations[index].duration_s / ms
+    return _lib("scheduling").run_example("continuous").iterations[index].duration_s / ms
 
 
 def _replay_sweep() -> Any:
-    sch = _lib("scheduler")
+    sch = _lib("scheduling")
     return sch.budget_sweep(sch.replay_requests(), [512, 1024, 2048, 4096, 8192], max_running=8)
 
 
@@ -81,9 +81,9 @@ EX_8_2 = Exercise("8-2", "Choosing the prefill chunk from a gap limit", notebook
     Part("pairs_h7680", "Causal pairs of a 512-token chunk after 7680 cached tokens", lambda: _lib("models").causal_pairs(512, 7680),
          rtol=0),
     Part("budget_gap_50ms", "Token budget for a longest gap under 50 ms in the six-request replay",
-         lambda: _lib("scheduler").budget_within_gap(_replay_sweep(), 0.050), rtol=0),
+         lambda: _lib("scheduling").budget_within_gap(_replay_sweep(), 0.050), rtol=0),
     Part("budget_fastest", "Token budget that admits the late requests soonest",
-         lambda: _lib("scheduler").quickest_admission_budget(_replay_sweep()), rtol=0),
+         lambda: _lib("scheduling").quickest_admission_budget(_replay_sweep()), rtol=0),
     Part("budget_reason", "Which time decides each choice, and why"),
 ))
 
@@ -120,7 +120,7 @@ _GEN4 = 32 * GB  # PCIe Gen4 x16, per direction
 
 # ---- 8-4: which prefixes to keep ---------------------------------------------------------------
 def _prefixes(link: float | None = None):
-    ex, cost = _lib("example"), _lib("cache_value").prefix_cost
+    ex, cost = _lib("example"), _lib("kvcache").prefix_cost
     a = cost(ex.MODEL, ex.ACCELERATOR, 6144, link_bandwidth=link)
     b = cost(ex.MODEL, ex.ACCELERATOR, 2048, link_bandwidth=link)
     return a, b
@@ -159,7 +159,7 @@ _LINKS = {"gen5": 64 * GB, "c2c": 450 * GB}  # per direction: PCIe Gen5 x16, NVL
 
 
 def _plan(buffers: int) -> Any:
-    return _lib("offload").OffloadPlan(_FFN, 9, buffers)
+    return _lib("compression.offload").OffloadPlan(_FFN, 9, buffers)
 
 
 EX_8_5 = Exercise("8-5", "Capacity freed by offloading, and the copies it adds", notebook="8-5-offload.ipynb",
@@ -172,17 +172,17 @@ EX_8_5 = Exercise("8-5", "Capacity freed by offloading, and the copies it adds",
          lambda: {b: _plan(b).extra_requests(1188 * MiB) for b in (1, 2)}, rtol=0),
     Part("copy_step_ms", "Lower bound on the copy time per step (ms) over PCIe Gen5 x16 and NVLink-C2C "
          "(dict with keys 'gen5', 'c2c')",
-         lambda: {k: _lib("offload").copy_time(_plan(1).copy_bytes_per_step, bw) / ms for k, bw in _LINKS.items()}),
+         lambda: {k: _lib("compression.offload").copy_time(_plan(1).copy_bytes_per_step, bw) / ms for k, bw in _LINKS.items()}),
     Part("copy_255_s", "The same summed over 255 steps (s, dict)",
-         lambda: {k: 255 * _lib("offload").copy_time(_plan(1).copy_bytes_per_step, bw) for k, bw in _LINKS.items()}),
+         lambda: {k: 255 * _lib("compression.offload").copy_time(_plan(1).copy_bytes_per_step, bw) for k, bw in _LINKS.items()}),
     Part("min_bandwidth_gb_s", "Lowest one-direction bandwidth that fits all 255 steps' copies in 1 s (GB/s)",
-         lambda: _lib("offload").min_link_bandwidth(_plan(1).copy_bytes_per_step, 255, 1.0) / GB),
+         lambda: _lib("compression.offload").min_link_bandwidth(_plan(1).copy_bytes_per_step, 255, 1.0) / GB),
 ))
 
 
 # ---- 8-6: KV compression, correctness and retries -------------------------------------------------------
 def _kv_mib(prompt: int, outputs: int, fmt: str) -> float:
-    return _lib("kv_compression").kv_bytes_in_format(_lib("example").MODEL, prompt, outputs, fmt) / MiB
+    return _lib("compression.kv").kv_bytes_in_format(_lib("example").MODEL, prompt, outputs, fmt) / MiB
 
 
 def _changed_tasks() -> list[int]:
@@ -219,13 +219,13 @@ _A = 0.75
 
 
 def _per_token_ms(m: int, group: int = 1) -> float:
-    sc = _lib("speculative_cost")
+    sc = _lib("speculative.cost")
     return sc.linear_round_s(m, 26.3 * ms, 3.6 * ms, group) / sc.expected_tokens([_A] * m) / ms
 
 
 EX_8_7 = Exercise("8-7", "The draft length that minimizes time per token", notebook="8-7-draft-length.ipynb", parts=(
     Part("expected_tokens", "Expected tokens per round at a = 3/4 for draft lengths 1, 2, 4, 8 (dict)",
-         lambda: {m: _lib("speculative_cost").expected_tokens([_A] * m) for m in (1, 2, 4, 8)}),
+         lambda: {m: _lib("speculative").expected_tokens([_A] * m) for m in (1, 2, 4, 8)}),
     Part("ms_per_token", "Time per output token (ms) with T_m = 26.3 + 3.6 m ms, for m = 1, 2, 4, 8 (dict)",
          lambda: {m: _per_token_ms(m) for m in (1, 2, 4, 8)}, rtol=2e-3),
     Part("grouped_ms_per_token", "With drafts run in groups of 4 (a part group costs a whole one), time per token "

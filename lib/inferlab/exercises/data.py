@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import example, scheduler, serving
+from .. import example, scheduling, serving
 from ..datasets import DATA_DIR
-from ..prefix_cache import replay
+from ..kvcache.radix import replay
 from ..units import GiB
 from ..workloads import agent_session, agent_workload, reuse_from_previous
 
@@ -24,12 +24,12 @@ REPLAY_BUDGETS = (512, 1024, 2048, 4096, 8192)
 
 def replay_requests_8_2() -> pd.DataFrame:
     """Exercise 8-2: the six requests replayed at several token budgets (arrival s, prompt and output tokens)."""
-    return pd.DataFrame([vars(r) for r in scheduler.replay_requests()]).set_index("name")
+    return pd.DataFrame([vars(r) for r in scheduling.replay_requests()]).set_index("name")
 
 
 def replay_record_8_2() -> pd.DataFrame:
     """Exercise 8-2: per token budget, the late arrivals' mean queueing, the longest output gap and the makespan (s)."""
-    sweep = scheduler.budget_sweep(scheduler.replay_requests(), REPLAY_BUDGETS, max_running=8)
+    sweep = scheduling.budget_sweep(scheduling.replay_requests(), REPLAY_BUDGETS, max_running=8)
     return sweep[["late_queue_mean_s", "max_itl_s", "makespan_s"]].rename_axis("token_budget")
 
 

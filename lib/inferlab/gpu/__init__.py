@@ -20,7 +20,7 @@ free memory (the ``layers`` column). ``preset`` picks the size: ``full`` (the co
 minutes on a large GPU), ``quick`` (a notebook cell, under a minute) and ``tiny`` (CPU-sized,
 used by the tests to prove the code; its times mean nothing).
 
-GPU cells in the notebooks (``inferlab.plot.gpu.gpu_cell``): measure when CUDA is present,
+GPU cells in the notebooks (``inferlab.book.plot.gpu.gpu_cell``): measure when CUDA is present,
 otherwise say so in one line and show the recorded CSV (ours, else the chapter's numbers)::
 
     8.1.3  gpu_cell("decode_step")            step time vs batch beside the roofline

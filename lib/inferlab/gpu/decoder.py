@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from ..kernels.tiny_model import TinyConfig, TinyQwen3
 from ..models import ModelSpec
-from ..tiny_model import TinyConfig, TinyQwen3
 
 if TYPE_CHECKING:
     import torch

@@ -1,7 +1,7 @@
 """Attention-only measurements: paged against contiguous K/V (8.3.1), and BF16 / FP8 / q8_0 KV with dequantization (8.4.2).
 
 Both run one layer's decode attention with Qwen3-8B's heads (32 query, 8 KV, head_dim 128) for
-a batch of sequences. The KV codecs here are torch versions of ``inferlab.quant``'s (q8_0 byte for
+a batch of sequences. The KV codecs here are torch versions of ``inferlab.compression``'s (q8_0 byte for
 byte: fp16 scale = max|x|/127 per 32 values, codes rounded half away from zero; FP8 e4m3 with a
 per-tensor scale max|x|/448); the compressed KV is dequantized to the compute dtype before
 attention, and that conversion is timed as part of the step (the T_c of section 8.4.2).
@@ -16,6 +16,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from .._validate import one_of
+from ..compression import FP8_E4M3_MAX, block_format
 from .decoder import contiguous_attention, gather_blocks, paged_attention
 from .device import device_info, median_time
 
@@ -30,8 +31,8 @@ KV_PRESETS = {
     "quick": dict(batch=16, contexts=(2048, 8192, 32768), repeats=10),
     "tiny": dict(batch=2, contexts=(32, 64), repeats=1, n_heads=4, n_kv_heads=2, head_dim=64, dtype="float32"),
 }
-KV_FORMATS = {"bf16": 2.0, "fp8": 1.0, "q8_0": 34 / 32}  # stored bytes per value (q8_0: 32 codes + fp16 scale)
-FP8_MAX = 448.0
+#: Stored bytes per K or V value in each format this experiment runs (q8_0: its codes and fp16 scale per 32 values).
+KV_STORED_BYTES = {"bf16": 2.0, "fp8": 1.0, "q8_0": block_format("q8_0").bits_per_value / 8}
 
 
 # ---- codecs ---------------------------------------------------------------------------------------
@@ -64,8 +65,8 @@ def fp8_encode(x: "torch.Tensor") -> tuple["torch.Tensor", float]:  # noqa: F821
     import torch
 
     amax = float(x.abs().max()) if x.numel() else 0.0
-    s = amax / FP8_MAX if amax > 0 else 1.0
-    return (x.float() / s).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn), s
+    s = amax / FP8_E4M3_MAX if amax > 0 else 1.0
+    return (x.float() / s).clamp(-FP8_E4M3_MAX, FP8_E4M3_MAX).to(torch.float8_e4m3fn), s
 
 
 def fp8_decode(codes: "torch.Tensor", scale: float, dtype: "torch.dtype | None" = None) -> "torch.Tensor":  # noqa: F821
@@ -133,7 +134,7 @@ def kv_formats(batch: int = 16, contexts: tuple[int, ...] = (2048, 8192, 32768),
     import torch
 
     for f in formats:
-        one_of("formats[i]", f, KV_FORMATS)
+        one_of("formats[i]", f, KV_STORED_BYTES)
     info = device_info(device, card)
     bw = info.accelerator.hbm_bandwidth if info.accelerator else None
     dt = getattr(torch, dtype)
@@ -152,7 +153,7 @@ def kv_formats(batch: int = 16, contexts: tuple[int, ...] = (2048, 8192, 32768),
         step = lambda: contiguous_attention(q, *deq(), lens)  # noqa: E731
         t = median_time(step, device, warmup, repeats)
         t_deq = median_time(deq, device, warmup, repeats) if f != "bf16" else 0.0
-        kv_bytes = 2 * batch * L * n_kv_heads * head_dim * KV_FORMATS[f]
+        kv_bytes = 2 * batch * L * n_kv_heads * head_dim * KV_STORED_BYTES[f]
         rows.append(dict(format=f, batch=batch, context=L, time_s=t, dequant_s=t_deq, kv_bytes=kv_bytes,
                          predicted_s=kv_bytes / bw if bw else None))
     return pd.DataFrame(rows)

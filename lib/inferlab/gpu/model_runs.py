@@ -12,8 +12,8 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from .. import roofline
+from ..kernels.tiny_model import TinyConfig
 from ..models import MODELS, ModelSpec
-from ..tiny_model import TinyConfig
 from .decoder import TorchDecoder
 from .device import DeviceInfo, device_info, graphed, layer_bytes, median_time, scaled
 

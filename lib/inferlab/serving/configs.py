@@ -22,15 +22,15 @@ import pandas as pd
 
 from .. import calibration, example
 from .._validate import non_negative, non_negative_int, one_of, positive, positive_int
+from ..compression.formats import block_format
 from ..hardware import Accelerator
 from ..memory import batch_kv_bytes
 from ..models import ModelSpec
-from ..quant import block_format
 from ..units import GiB, MiB, ms
 
 __all__ = [
     "KV_FORMAT_RATIO", "ServingConfig", "Workload", "CHAPTER_CONFIGS", "CHAPTER_WORKLOAD", "VERIFY_MFU",
-    "MEASURED_SHARED_STEP_S", "MEASURED_ON", "MEASURED_SHARED_PREFILL_S", "feasible", "DRAFT_BYTES", "DRAFT_PREFILL_OVERHEAD", "kv_bytes", "prefill_time",
+    "MEASURED_SHARED_STEP_S", "MEASURED_ON", "MEASURED_SHARED_PREFILL_S", "feasible", "DRAFT_BYTES", "DRAFT_PREFILL_OVERHEAD", "kv_bytes", "config_prefill_time",
     "decode_rounds", "round_time", "tokens_per_round_needed", "prefix_fetch_time", "evaluate", "evaluate_configs",
 ]
 
@@ -132,7 +132,7 @@ def kv_bytes(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD,
     return kv * KV_FORMAT_RATIO[config.kv_format] + config.draft_bytes
 
 
-def prefill_time(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD, model: ModelSpec = example.MODEL,
+def config_prefill_time(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD, model: ModelSpec = example.MODEL,
                  accelerator: Accelerator = example.ACCELERATOR,
                  mfu: float = calibration.PREFILL_MFU_SHARED_BATCH16) -> float:
     """Seconds to prefill the batch (a cached shared prefix is not recomputed), draft overhead included.
@@ -177,7 +177,7 @@ def tokens_per_round_needed(config: ServingConfig, workload: Workload = CHAPTER_
                             accelerator: Accelerator = example.ACCELERATOR) -> float:
     """Fewest tokens per round that still meet the deadline at this round time (inf if prefill alone is too late)."""
     step = round_time(config, workload, model, accelerator)
-    rounds = math.floor((workload.deadline_s - prefill_time(config, workload, model, accelerator)) / step)
+    rounds = math.floor((workload.deadline_s - config_prefill_time(config, workload, model, accelerator)) / step)
     if rounds < 1:
         return math.inf
     return max(1.0, (workload.output_tokens - 1) / rounds)
@@ -203,7 +203,7 @@ def evaluate(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD,
     """
     positive("kv_budget_bytes", kv_budget_bytes)
     kv = kv_bytes(config, workload, model)
-    prefill = prefill_time(config, workload, model, accelerator) + prefix_fetch_time(
+    prefill = config_prefill_time(config, workload, model, accelerator) + prefix_fetch_time(
         config, workload, model, prefix_link_bandwidth)
     rounds = decode_rounds(config, workload)
     step = round_time(config, workload, model, accelerator)
@@ -226,7 +226,7 @@ def evaluate_configs(configs: Iterable[ServingConfig] | dict[str, ServingConfig]
                      prefix_link_bandwidth: float | None = None) -> pd.DataFrame:
     """Evaluate configurations (default: the chapter's A-E) for one workload; one row per configuration.
 
-    On a card other than the RTX PRO 6000 the times are transferred as ``prefill_time`` and ``round_time``
+    On a card other than the RTX PRO 6000 the times are transferred as ``config_prefill_time`` and ``round_time``
     say (same efficiencies and per-step overhead, that card's peaks): an estimate, not a measurement.
 
     ``gpu_s_per_good`` and ``energy_j_per_good`` are infinite when a configuration returns no good result.

@@ -2,7 +2,7 @@
 
 Time is measured from each request's *scheduled* arrival, so waiting outside the engine counts
 (one-at-a-time admission keeps the others in the application's queue). On top of
-``inferlab.scheduler.simulate`` this adds what a server decides around the engine:
+``inferlab.scheduling.simulate`` this adds what a server decides around the engine:
 
 * admission: one request at a time, or continuous batching up to ``max_running``, optionally
   limited by KV memory (``kv_budget_bytes``: admission waits for free blocks);
@@ -24,10 +24,17 @@ import pandas as pd
 
 from .. import example
 from .._validate import fraction, non_negative, one_of, positive, positive_int
-from ..iteration import FITTED_COST, CostFn
 from ..models import ModelSpec
-from ..scheduler import (EXAMPLE_CHUNK_TOKENS, EXAMPLE_TOKEN_BUDGET, KVBlockLimit, NoLimit, Request, Schedule,
-                         simulate)
+from ..scheduling.iteration import FITTED_COST, CostFn
+from ..scheduling.simulator import (
+    EXAMPLE_CHUNK_TOKENS,
+    EXAMPLE_TOKEN_BUDGET,
+    KVBlockLimit,
+    NoLimit,
+    Request,
+    Schedule,
+    simulate,
+)
 
 __all__ = ["POLICIES", "poisson_requests", "trace_requests", "serve"]
 

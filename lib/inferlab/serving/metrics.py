@@ -16,7 +16,7 @@ from .. import example
 from .._validate import non_negative, positive
 from ..hardware import Accelerator
 
-__all__ = ["little_n", "time_average_in_system", "in_system_curve", "observation_window", "mean_in_system", "completion_and_goodput", "summarize",
+__all__ = ["little_n", "time_average_in_system", "in_system_curve", "observation_window", "mean_in_system", "completion_and_goodput", "summarize_served",
            "amdahl_speedup", "amdahl_derivation", "task_time"]
 
 _REQUIRED = ("arrival_s", "status", "finish_s", "ttft_s", "latency_s", "max_itl_s", "good", "correct", "on_time")
@@ -84,7 +84,7 @@ def completion_and_goodput(records: pd.DataFrame) -> tuple[float, float]:
     return float((r["status"] == "done").sum()) / t_obs, float(r["good"].sum()) / t_obs
 
 
-def summarize(records: pd.DataFrame, accelerator: Accelerator = example.ACCELERATOR) -> dict[str, float]:
+def summarize_served(records: pd.DataFrame, accelerator: Accelerator = example.ACCELERATOR) -> dict[str, float]:
     """Completion throughput, goodput, Little's-law check, latency percentiles, GPU-s and energy per good result.
 
     The GPU is counted busy over the whole observation window (arrival of the first request to the

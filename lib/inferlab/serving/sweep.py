@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 
 from .._validate import positive, positive_int
-from ..scheduler import Request
+from ..scheduling.simulator import Request
 from .load import poisson_requests, serve
-from .metrics import completion_and_goodput, summarize
+from .metrics import completion_and_goodput, summarize_served
 
 __all__ = ["TASK_PROMPT_TOKENS", "ANSWER_TOKENS", "WRONG_TASK", "retrieval_window", "goodput_sweep", "load_table", "goodput_at"]
 
@@ -56,7 +56,7 @@ def goodput_sweep(rates: Iterable[float] = (1, 4, 16), policies: Iterable[str] =
             per = []
             for w in range(windows):
                 reqs, correct = retrieval_window(rate, seed=seed + w, answer_tokens=answer_tokens)
-                s = summarize(serve(reqs, policy, max_running=max_running, deadline_s=deadline_s, correct=correct))
+                s = summarize_served(serve(reqs, policy, max_running=max_running, deadline_s=deadline_s, correct=correct))
                 per.append(s)
             frame = pd.DataFrame(per)
             rows.append({"arrival_rate_per_s": rate, "policy": policy,
@@ -76,7 +76,7 @@ def load_table(rates: Iterable[float] = (1, 2, 4, 8, 16), policies: Iterable[str
     for rate in rates:
         reqs = poisson_requests(rate, n_requests, prompt_tokens, output_tokens, seed=seed)
         for policy in policies:
-            s = summarize(serve(reqs, policy, deadline_s=deadline_s))
+            s = summarize_served(serve(reqs, policy, deadline_s=deadline_s))
             rows.append({"arrival_rate_per_s": rate, "policy": policy, "mean_latency_s": s["mean_latency_s"],
                          "latency_p95_s": s["latency_p95_s"], "mean_in_system": s["mean_in_system"],
                          "on_time_share": s["on_time"] / s["requests"]})

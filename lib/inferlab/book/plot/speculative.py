@@ -1,0 +1,282 @@
+"""Figures and explorers of section 8.5 (speculative decoding); every number comes from a tested library function."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from inferlab.calibration import PREFILL_MFU_SHARED_BATCH16
+from inferlab.example import ACCELERATOR, MODEL
+from inferlab.scheduling.shapes import multiples
+from inferlab.speculative import cost as C
+from inferlab.speculative import verify as S
+from inferlab.speculative.decoder import DecodeResult
+from inferlab.units import ms
+
+from ..widgets import Explorer, choice, explore, float_slider, int_slider
+from . import COLORS, InPlace, caption, new_figure, refresh_legend
+from .ticks import few_ticks
+
+#: Plain batch-1 2K decode step on the RTX PRO 6000 (experiment 8-1), the verification time of 8.5.2.
+PLAIN_STEP_S = 26.26 * ms
+#: Per-step time beyond the roofline read bound at batch 1 (T_ovh): launches, host scheduling, sync.
+OVERHEAD_S = PLAIN_STEP_S - C.verify_step_s(MODEL, ACCELERATOR, 1, 2048, 0)
+
+_ACCEPT, _REJECT, _DISCARD = COLORS["decode"], COLORS["deadline"], COLORS["unused"]
+
+
+# ---- 8.5.1 ---------------------------------------------------------------------------------------
+def verification_trace_figure(verdict: S.Verdict, target: Sequence[str]) -> Figure:
+    """Figure 8-29: draft row, the target's choice at each position, and what the round emits."""
+    k = len(verdict.draft)
+    fig, ax = new_figure(width=7.0, height=2.6)
+    rows = [("draft", list(verdict.draft)), ("target picks", list(target)), ("emitted", list(verdict.emitted))]
+    for r, (label, toks) in enumerate(rows):
+        y = len(rows) - 1 - r
+        ax.text(-0.2, y + 0.4, label, ha="right", va="center", fontsize=10)
+        for i, tok in enumerate(toks):
+            if r == 0:
+                color = _ACCEPT if i < verdict.accepted else (_REJECT if i == verdict.accepted else _DISCARD)
+            elif r == 1:
+                color = COLORS["free"] if i > verdict.accepted else COLORS["highlight"]
+            else:
+                color = _ACCEPT if i < verdict.accepted else COLORS["highlight"]
+            ax.add_patch(Rectangle((i, y), 0.9, 0.8, facecolor=color, edgecolor="#444444", alpha=0.85))
+            ax.text(i + 0.45, y + 0.4, str(tok), ha="center", va="center", fontsize=12, family="monospace")
+    ax.set_xlim(-1.6, k + 1.2), ax.set_ylim(-0.3, len(rows) + 0.1)
+    ax.set_xticks(np.arange(k + 1) + 0.45, [f"pos {i + 1}" for i in range(k + 1)])
+    ax.set_yticks([]), ax.grid(False), ax.spines[["left", "bottom"]].set_visible(False)
+    return caption(fig, f"Figure 8-29: greedy verification. Drafts 1-{verdict.accepted} match (green), draft "
+                        f"{verdict.accepted + 1} does not (red) and later drafts are discarded (grey); the round emits "
+                        f"{len(verdict.emitted)} tokens, the last one the target's own (purple).")
+
+
+def two_symbol_figure(p_first: float = 0.25) -> Figure:
+    """Figures 8-30 and 8-31: the two paths (accept, reject) for a draft that always proposes A, or always B."""
+    fig, axes = new_figure(1, 2, width=7.0, height=2.9)
+    for ax, drafted, number in zip(axes, (0, 1), ("8-30", "8-31")):
+        paths = S.two_symbol_paths(p_first, drafted)
+        other = 1 - drafted
+        bottom = np.zeros(2)
+        for share, sym, color, label in ((paths["accept"], drafted, _ACCEPT, "draft accepted"),
+                                         (paths["reject"], other, _REJECT, "rejected, resampled")):
+            height = np.zeros(2)
+            height[sym] = share
+            ax.bar(["A", "B"], height, bottom=bottom, color=color, label=label)
+            bottom += height
+        ax.scatter(["A", "B"], [p_first, 1 - p_first], marker="_", s=900, color="k", label="target p", zorder=3)
+        ax.set_title(f"Figure {number}: draft {'A' if drafted == 0 else 'B'} "
+                                        f"(accept {paths['accept']:.2f})")
+        ax.set_ylabel("probability of the emitted symbol")
+    axes[0].legend(loc="upper left", fontsize=8, bbox_to_anchor=(0.0, 0.98))
+    for ax in axes:
+        ax.set_ylim(0, 1.15)
+    return caption(fig, "Figures 8-30 and 8-31: target p(A) = 1/4, p(B) = 3/4. Drafting A is accepted 1/4 of the "
+                        "time and otherwise replaced by B; drafting B is accepted 3/4 of the time. Both give p.")
+
+
+def sampling_histogram_figure(p: np.ndarray, q: np.ndarray, tokens: np.ndarray) -> Figure:
+    """Empirical frequency of speculative samples beside p and q."""
+    v = p.size
+    freq = np.bincount(tokens, minlength=v) / tokens.size
+    x = np.arange(v)
+    fig, ax = new_figure(width=7.0, height=3.0)
+    ax.bar(x - 0.27, q, 0.27, color=COLORS["unused"], label="draft q")
+    ax.bar(x, p, 0.27, color=COLORS["prefill"], label="target p")
+    ax.bar(x + 0.27, freq, 0.27, color=COLORS["decode"], label=f"emitted ({tokens.size:,} rounds)")
+    ax.set_xticks(x), ax.set_xlabel("token"), ax.set_ylabel("probability"), ax.legend(ncols=3, loc="upper right")
+    return caption(fig, "Speculative sampling from q reproduces p: the green bars (what was emitted) match the blue "
+                        "bars, not the grey ones.")
+
+
+# ---- 8.5.2 ---------------------------------------------------------------------------------------
+def round_cost_figure(accept: float = 0.75, drafts: int = 4, lookup_ms: float = 0.1,
+                      verify_ms: float = PLAIN_STEP_S / ms) -> Figure:
+    """Figure 8-32: time per output token against the draft query time, for AAAA, BBBB and a chosen profile."""
+    fig, ax = new_figure(width=7.0, height=3.4)
+    _RoundCost(ax).set(accept, drafts, lookup_ms, verify_ms)
+    return fig
+
+
+class _RoundCost(InPlace):
+    """Figure 8-32's artists: AAAA and BBBB drawn once, the reader's profile redrawn in place by ``set``."""
+
+    QUERY_MS = np.linspace(0, 70, 281)
+
+    def __init__(self, ax) -> None:
+        self.ax, plain, query = ax, PLAIN_STEP_S, self.QUERY_MS * ms
+        breaks, self.lookups = [], []
+        for label, a, color in (("AAAA (a = 1/4)", [0.25] * 4, COLORS["kv"]),
+                                ("BBBB (a = 3/4)", [0.75] * 4, COLORS["prefill"])):
+            ax.plot(self.QUERY_MS, (plain + query) / C.expected_tokens(a) / ms, color=color, label=label, ls="-")
+            be = C.break_even_draft_s(a, plain)
+            breaks.append((be / ms, plain / ms, color))
+            ax.annotate(f"{be / ms:.1f} ms", (be / ms, plain / ms), textcoords="offset points", xytext=(4, -14),
+                        fontsize=9, color=color)
+            self.lookups.append((0.1, C.spec_time_per_token(a, plain, 0.1 * ms) / ms))  # a 0.1 ms lookup
+        self.yours, = ax.plot(self.QUERY_MS, self.QUERY_MS, color=COLORS["highlight"], ls="--")
+        x, y, colors = zip(*breaks)  # where each profile breaks even with plain decode: circles
+        ax.scatter(x, y, s=np.square([6, 6]), c=colors, marker="o", zorder=2.5)
+        self.squares = ax.scatter([0, 0, 0], [0, 0, 0], s=np.square([5, 5, 6]), marker="s", zorder=2.5,
+                                  c=[COLORS["kv"], COLORS["prefill"], COLORS["highlight"]])
+        ax.axhline(plain / ms, color=COLORS["deadline"], ls=":", label="plain decode 26.26 ms/token")
+        ax.set_xlabel("draft query time per round (ms)"), ax.set_ylabel("time per output token (ms)")
+        ax.set_xlim(0, 70), ax.set_ylim(0, 80)
+        few_ticks(ax, x=5, y=4)
+        caption(ax.figure, "Figure 8-32: four drafts per round, verification 26.26 ms; time per token is the round "
+                           "time over E[N]. The curves cross plain decode at 8.7 ms (AAAA) and 53.9 ms (BBBB) of "
+                           "query time; squares mark a 0.1 ms lookup.")
+        self.keep_on(ax.figure)
+
+    def set(self, accept: float, drafts: int, lookup_ms: float, verify_ms: float) -> None:
+        verify, tokens = verify_ms * ms, C.expected_tokens([accept] * drafts)
+        self.yours.set(ydata=(verify + self.QUERY_MS * ms) / tokens / ms,
+                       label=f"yours (a = {accept:.2f}, m = {drafts})")
+        self.squares.set_offsets([*self.lookups, (lookup_ms, (verify + lookup_ms * ms) / tokens / ms)])
+        refresh_legend(self.ax, loc="upper left", fontsize=8)
+
+
+def update_round_cost(fig: Figure, accept: float, drafts: int, lookup_ms: float, verify_ms: float) -> bool:
+    """Redraw a ``round_cost_view`` figure in place (the explorer's slider path)."""
+    return _RoundCost.redraw(fig, accept, drafts, lookup_ms, verify_ms)
+
+
+def round_cost_view(accept: float, drafts: int, lookup_ms: float, verify_ms: float) -> Figure:
+    """The explorer's figure (all four knobs)."""
+    return round_cost_figure(accept, drafts, lookup_ms, verify_ms)
+
+
+def round_cost_explorer() -> Explorer:
+    """Acceptance, draft length, query time and verification time against time per token (8.5.2)."""
+    return explore(round_cost_view, update_round_cost, accept=float_slider("acceptance a", 0.0, 1.0, 0.75, 0.05),
+                   drafts=int_slider("draft length m", 1, 16, 4),
+                   lookup_ms=float_slider("query time", 0.0, 60.0, 0.1, 0.1, unit="ms"),
+                   verify_ms=float_slider("verification time", 5.0, 60.0, 26.26, 0.01, unit="ms"))
+
+
+# ---- 8.5.3 ---------------------------------------------------------------------------------------
+def draft_sources_figure(stages: pd.DataFrame) -> Figure:
+    """Stacked stage times per round (draft, prepare, verify, accept) of each draft source, and time per token."""
+    fig, axes = new_figure(1, 2, width=7.0, height=3.4)
+    fig.subplots_adjust(left=1.75 / 7.0, right=0.97, wspace=0.12, bottom=0.55 / 3.4, top=1 - 0.6 / 3.4)
+    left = np.zeros(len(stages))
+    colors = {"draft (ms)": COLORS["highlight"], "prepare (ms)": COLORS["accent"], "verify (ms)": COLORS["prefill"],
+              "accept (ms)": COLORS["decode"]}
+    y = np.arange(len(stages))
+    for col, color in colors.items():
+        axes[0].barh(y, stages[col], left=left, color=color, label=col.replace(" (ms)", ""))
+        left += stages[col].to_numpy()
+    labels = [name.replace(", ", "\n") for name in stages.index]
+    axes[0].set_yticks(y, labels), axes[0].invert_yaxis(), axes[0].set_xlabel("ms per round")
+    axes[0].legend(fontsize=8, ncols=4, loc="lower left", bbox_to_anchor=(0.0, 1.0))
+    axes[1].barh(y, stages["ms per token"], color=COLORS["decode"])
+    axes[1].axvline(PLAIN_STEP_S / ms, color=COLORS["deadline"], ls=":")
+    axes[1].set_yticks(y, [""] * len(y)), axes[1].invert_yaxis(), axes[1].set_xlabel("ms per output token")
+    for i, v in enumerate(stages["ms per token"]):
+        axes[1].text(v + 0.3, i, f"{v:.1f}", va="center", fontsize=9)
+    return caption(fig, "Draft sources stage by stage (left; prepare and accept are one-off or negligible per round) "
+                        "and per output token (right; dotted: plain decode, 26.26 ms).")
+
+
+def decoder_rounds_figure(result: DecodeResult, title: str) -> Figure:
+    """Tokens emitted by each verification round of the real decoder (top) and the running acceptance rate (bottom)."""
+    emitted = np.array([len(r.emitted) for r in result.rounds])
+    drafted = np.array([r.drafted for r in result.rounds])
+    accepted = np.array([r.accepted for r in result.rounds])
+    fig, (top, bottom) = new_figure(2, 1, width=7.0, height=3.8)
+    x = np.arange(1, emitted.size + 1)
+    top.bar(x, emitted, color=COLORS["decode"], width=1.0, label="tokens emitted")
+    top.step(x, drafted + 1, where="mid", color="#444444", lw=0.8, label="drafted + 1 (most possible)")
+    top.set_ylabel("tokens"), top.set_ylim(0, drafted.max(initial=0) + 2.5)
+    top.legend(fontsize=8, ncols=2, loc="upper right")
+    bottom.plot(x, np.cumsum(accepted) / np.maximum(np.cumsum(drafted), 1), color=COLORS["highlight"])
+    bottom.set_ylim(0, 1.05), bottom.set_ylabel("acceptance\nso far"), bottom.set_xlabel("verification round")
+    return caption(fig, f"{title}: {result.accepted} of {result.drafted} drafts accepted "
+                        f"({result.acceptance_rate:.0%}), {result.tokens_per_round:.2f} tokens per round.")
+
+
+# ---- 8.5.4 ---------------------------------------------------------------------------------------
+def draft_length_frame(accept: float, decay: float, per_draft_ms: float, group: int, batch: int,
+                       context_tokens: int = 512, max_drafts: int = 16) -> pd.DataFrame:
+    """Time per token against draft length m at ``batch``, with verify rows padded to multiples of ``group``."""
+    a = C.geometric_profile(accept, max_drafts, decay)
+    buckets = multiples(group, 16 * max_drafts, small=())
+    plain = C.round_time_s(0, MODEL, ACCELERATOR, batch, context_tokens, 0.0, 1, OVERHEAD_S,
+                           PREFILL_MFU_SHARED_BATCH16)
+    rows = []
+    for m in range(1, max_drafts + 1):
+        t = C.round_time_s(m, MODEL, ACCELERATOR, batch, context_tokens, per_draft_ms * ms, 1, OVERHEAD_S,
+                           PREFILL_MFU_SHARED_BATCH16, buckets=buckets)
+        rows.append({"m": m, "E[N]": C.expected_tokens(a[:m]), "round (ms)": t / ms})
+    frame = pd.DataFrame(rows).set_index("m")
+    frame["ms per token"] = frame["round (ms)"] / frame["E[N]"]
+    frame["plain ms per token"] = plain / ms
+    return frame
+
+
+def draft_length_view(accept: float, decay: float, per_draft_ms: float, group: int, batch: int) -> Figure:
+    """The explorer's figure: time per token against draft length, best length marked."""
+    fig, ax = new_figure(width=7.0, height=3.2)
+    _DraftLength(ax).set(draft_length_frame(accept, decay, per_draft_ms, group, batch), group, batch)
+    return fig
+
+
+def update_draft_length(fig: Figure, accept: float, decay: float, per_draft_ms: float, group: int, batch: int) -> bool:
+    """Redraw a ``draft_length_view`` figure in place (the explorer's path)."""
+    return _DraftLength.redraw(fig, draft_length_frame(accept, decay, per_draft_ms, group, batch), group, batch)
+
+
+class _DraftLength(InPlace):
+    """``draft_length_view``'s curve, plain-decode line and best-length star, redrawn in place by ``set``."""
+
+    def __init__(self, ax) -> None:
+        self.ax = ax
+        self.curve, = ax.plot([], [], "o-", color=COLORS["decode"], ms=4, label="speculative")
+        self.plain = ax.axhline(0, color=COLORS["deadline"], ls=":", label="plain decode")
+        self.best, = ax.plot([], [], "*", ms=14, color=COLORS["highlight"])
+        ax.set_xlabel("draft length m"), ax.set_ylabel("ms per output token (each request)")
+        few_ticks(ax, x=None, y=5)
+        self.keep_on(ax.figure)
+
+    def set(self, frame: pd.DataFrame, group: int, batch: int) -> None:
+        ax, per_token, plain = self.ax, frame["ms per token"], frame["plain ms per token"].iloc[0]
+        self.curve.set_data(frame.index, per_token)
+        self.plain.set_ydata([plain, plain])
+        best = int(per_token.idxmin())
+        self.best.set_data([best], [per_token.loc[best]])
+        self.best.set_label(f"best m = {best}")
+        ax.relim()
+        ax.autoscale_view()
+        # headroom for a one-row legend at a fixed place (searching for the 'best' place costs a redraw ~10 ms)
+        ax.set_xticks([1, *frame.index[3::4]]), ax.set_ylim(0, 1.3 * max(per_token.max(), plain))
+        refresh_legend(ax, fontsize=8, loc="upper center", ncols=3)
+        ax.set_title(f"batch {batch}: verify rows padded to multiples of {group}", fontsize=10)
+
+
+def draft_length_explorer() -> Explorer:
+    """Acceptance profile, per-draft cost, bucket size and batch against the best draft length (8.5.4)."""
+    return explore(draft_length_view, update_draft_length, accept=float_slider("acceptance a1", 0.05, 1.0, 0.75, 0.05),
+                   decay=float_slider("decay per position", 0.5, 1.0, 1.0, 0.05),
+                   per_draft_ms=float_slider("cost per draft", 0.0, 8.0, 3.6, 0.1, unit="ms"),
+                   group=choice("bucket size (rows)", [1, 4, 8, 16], 8),
+                   batch=choice("batch", [1, 4, 16, 64, 128, 256], 1))
+
+
+def concurrency_figure(accept_probs: Sequence[float], contexts: Sequence[int] = (512, 2048)) -> Figure:
+    """Speed-up of speculative decoding over plain decode against batch (roofline steps + T_ovh)."""
+    batches = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256])
+    fig, ax = new_figure(width=7.0, height=3.0)
+    for L, color in zip(contexts, (COLORS["decode"], COLORS["prefill"])):
+        gain = [C.batch_speedup(MODEL, ACCELERATOR, int(b), L, accept_probs, PREFILL_MFU_SHARED_BATCH16, 1.0,
+                                fixed_s=OVERHEAD_S) for b in batches]
+        ax.plot(batches, gain, "o-", color=color, ms=4, label=f"context {L} tokens")
+    ax.axhline(1, color=COLORS["deadline"], ls=":")
+    ax.set_xscale("log", base=2), ax.set_xticks(batches, [str(b) for b in batches])
+    ax.set_xlabel("batch (requests decoding together)"), ax.set_ylabel("speed-up over plain decode")
+    ax.set_ylim(bottom=0), ax.legend(fontsize=8)
+    return caption(fig, f"{len(accept_probs)} drafts at a = {accept_probs[0]:.2f}, drafting free: once the "
+                        "verification step turns compute-bound, extra rows cost time and the gain shrinks.")

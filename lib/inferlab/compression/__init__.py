@@ -1,0 +1,32 @@
+"""Compression and offloading (section 8.4): smaller KV and weights, and weights kept in host memory.
+
+- ``formats``: GGML's q8_0, q4_0 and q2_K byte for byte, FP8 (E4M3) and BF16 rounding;
+- ``kv``: what a smaller KV format buys (contexts that fit, bytes read) and what converting costs;
+- ``offload``: weights in host memory, copied per step through a prefetch pipeline;
+- ``retrieval``: an attention task that separates the KV storage format from the query's precision;
+- ``retry``: what a wrong first answer costs in time.
+"""
+
+from .formats import (
+                      FORMATS,
+                      FP8_E4M3_MAX,
+                      GGML_FORMATS,
+                      BlockFormat,
+                      block_format,
+                      dequantize,
+                      format_table,
+                      fp8_e4m3_decode,
+                      fp8_e4m3_encode,
+                      fp8_e4m3_round_trip,
+                      fp8_e4m3_scale,
+                      q2_K_fields,
+                      quantize,
+                      round_trip,
+                      to_bf16,
+)
+
+__all__ = [
+    "FORMATS", "FP8_E4M3_MAX", "GGML_FORMATS", "BlockFormat", "block_format", "dequantize", "format_table",
+    "fp8_e4m3_decode", "fp8_e4m3_encode", "fp8_e4m3_round_trip", "fp8_e4m3_scale", "q2_K_fields", "quantize",
+    "round_trip", "to_bf16",
+]

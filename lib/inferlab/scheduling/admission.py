@@ -1,0 +1,82 @@
+"""Admission: who may start now, beyond the slot limit (a check-then-act pair, as nano-vllm's can_allocate/allocate)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .._validate import positive_int
+from ..memory import blocks_for, kv_tokens
+from .request import Request
+
+__all__ = ["Admission", "NoLimit", "KVBlockLimit"]
+
+
+class Admission(Protocol):
+    """Decides whether a request may start now (beyond the ``max_running`` slots) and tracks what it holds."""
+
+    def fits(self, request: Request) -> bool: ...
+    def can_admit(self, request: Request) -> bool: ...
+    def admit(self, request: Request) -> None: ...
+    def release(self, request: Request) -> None: ...
+
+
+class NoLimit:
+    """Admission that never refuses (only ``max_running`` limits the batch)."""
+
+    def fits(self, request: Request) -> bool:
+        """Every request fits."""
+        return True
+
+    def can_admit(self, request: Request) -> bool:
+        """Every request may start."""
+        return True
+
+    def admit(self, request: Request) -> None:
+        """Nothing to reserve."""
+
+    def release(self, request: Request) -> None:
+        """Nothing to free."""
+
+
+@dataclass
+class KVBlockLimit:
+    """Admission that reserves a request's KV blocks to completion (prompt + output - 1 tokens) at admission."""
+
+    total_blocks: int
+    block_size: int = 16
+    used_blocks: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        positive_int("total_blocks", self.total_blocks)
+        positive_int("block_size", self.block_size)
+
+    def blocks_needed(self, request: Request) -> int:
+        """Blocks ``request`` holds once it has emitted all its outputs."""
+        return blocks_for(kv_tokens(request.prompt_tokens, request.output_tokens), self.block_size)
+
+    @property
+    def free_blocks(self) -> int:
+        """Blocks not reserved by any running request."""
+        return self.total_blocks - self.used_blocks
+
+    def fits(self, request: Request) -> bool:
+        """Whether ``request`` could ever be admitted (its blocks fit in an empty cache)."""
+        return self.blocks_needed(request) <= self.total_blocks
+
+    def can_admit(self, request: Request) -> bool:
+        """Whether ``request``'s blocks fit in the free blocks now."""
+        return self.blocks_needed(request) <= self.free_blocks
+
+    def admit(self, request: Request) -> None:
+        """Reserve ``request``'s blocks (call ``can_admit`` first)."""
+        if not self.can_admit(request):
+            raise ValueError(f"request {request.name!r} needs {self.blocks_needed(request)} blocks, "
+                             f"{self.free_blocks} are free")
+        self.used_blocks += self.blocks_needed(request)
+
+    def release(self, request: Request) -> None:
+        """Free ``request``'s blocks."""
+        self.used_blocks -= self.blocks_needed(request)
+        if self.used_blocks < 0:
+            raise ValueError(f"released more blocks than were reserved (request {request.name!r})")
