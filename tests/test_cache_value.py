@@ -7,17 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inferlab.hardware import ACCELERATORS, PCIE_GEN4_X16, PCIE_GEN5_X16
-from inferlab.kvcache import (
-    PrefixCost,
-    best_use_of_space,
-    break_even_hit_probability,
-    context_update_options,
-    expected_saving,
-    keep_ratio_threshold,
-    prefix_cost,
-    recompute_to_fetch_ratio,
-    slowest_paying_link,
-)
+from inferlab.kvcache import (PrefixCost, best_use_of_space, break_even_hit_probability, context_update_options,
+                              expected_saving, keep_ratio_threshold, prefix_cost, recompute_to_fetch_ratio,
+                              slowest_paying_link)
 from inferlab.models import MODELS
 from inferlab.units import GB, MiB, ms
 

@@ -4,14 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferlab.memory import (
-    batch_kv_bytes,
-    blocks_for,
-    kv_tokens,
-    max_concurrent_requests,
-    request_kv_bytes,
-    tail_waste,
-)
+from inferlab.memory import (batch_kv_bytes, blocks_for, kv_tokens, max_concurrent_requests, request_kv_bytes,
+                             tail_waste)
 from inferlab.models import MODELS
 from inferlab.units import GiB, MiB
 

@@ -38,7 +38,7 @@ def _four_requests(bm: BlockManager, share: bool) -> None:
     bm.allocate("D", [400 + i for i in range(15)])
 
 
-def test_9_13_5_15_example_64_52_44_slots() -> None:
+def test_four_requests_take_fewer_slots_paged_than_reserved_and_fewer_still_sharing_a_prefix() -> None:
     lengths = [9, 13, 5, 15]
     assert memory.reserved_slots(lengths, 16) == 64
     assert memory.paged_slots(lengths, 4) == 52
@@ -202,7 +202,7 @@ def test_appending_into_free_slots_of_an_in_flight_block_needs_no_copy() -> None
 P16 = list(range(16))
 
 
-def test_issue_8_reproducer_1_a_live_copy_is_found_when_two_copies_exist() -> None:
+def test_a_live_copy_is_found_when_two_copies_exist() -> None:
     bm = BlockManager(5, 16)
     bm.allocate("a", P16)
     bm.free("a")  # block 0 keeps P16, cached
@@ -213,7 +213,7 @@ def test_issue_8_reproducer_1_a_live_copy_is_found_when_two_copies_exist() -> No
     assert bm.block_table("c")[0] == bm.block_table("b")[0] and bm.read("c") == P16 + [1]
 
 
-def test_issue_8_reproducer_2_blocks_filled_by_decode_survive_preemption() -> None:
+def test_blocks_filled_by_decode_survive_preemption() -> None:
     bm = BlockManager(8, 16)
     bm.allocate("s", P16)
     bm.preempt("s")

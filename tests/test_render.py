@@ -127,3 +127,17 @@ def test_text_is_laid_out_exactly_as_matplotlib_lays_it_out():
     ours_renderer = render._TextCachingRenderer(*plain.get_canvas_width_height(), fig.dpi)
     assert [t.get_window_extent(renderer=ours_renderer).bounds for t in texts] == theirs
     assert render.cache_info()["font_heights"] >= 1
+
+
+def test_matplotlib_is_the_version_the_patched_internals_were_written_for() -> None:
+    """inferlab.book.plot's render, pickled, ticks and legends rely on Matplotlib internals: pin them to one version."""
+    import re
+    from pathlib import Path
+
+    import matplotlib
+
+    pinned = re.search(r"^matplotlib==(\S+)$", (Path(__file__).resolve().parents[1] / "requirements.txt").read_text(),
+                       re.M)
+    assert pinned and matplotlib.__version__ == pinned.group(1), (
+        f"Matplotlib {matplotlib.__version__} is not the pinned {pinned and pinned.group(1)}: check inferlab.book.plot's "
+        "patched internals against the new version before changing the pin")

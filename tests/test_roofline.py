@@ -46,7 +46,7 @@ def test_b_kv_is_51_at_2k_and_13_at_8k():
         assert b * L * K >= DW > (b - 1) * L * K
 
 
-def test_64_requests_of_2k_need_35_7_gb():
+def test_a_batch_of_64_short_requests_needs_the_chapters_35_7_gb():
     assert round(R.resident_bytes(64, 2049, M.weight_bytes(), K) / GB, 1) == 35.7
 
 

@@ -11,18 +11,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from inferlab import scheduling as sched
 from inferlab.hardware import ACCELERATORS
 from inferlab.models import MODELS
-from inferlab.scheduling import (
-    IterationLog,
-    KVBlockLimit,
-    Request,
-    budget_sweep,
-    budget_within_gap,
-    example_requests,
-    quickest_admission_budget,
-    replay_requests,
-    run_example,
-    simulate,
-)
+from inferlab.scheduling import (IterationLog, KVBlockLimit, Request, budget_sweep, budget_within_gap,
+                                 example_requests, quickest_admission_budget, replay_requests, run_example, simulate)
 from inferlab.scheduling.iteration import FITTED_COST, IterationCost, RooflineCost, TotalsCost, Work, totals
 from inferlab.timeline import RequestTimes
 from inferlab.units import ms, ns, us
@@ -552,7 +542,7 @@ def test_iteration_log_is_compact_and_built_on_access():
         assert len(bare.iterations) == 0 and bare.makespan_s == s.makespan_s and bare.served == s.served
 
 
-# ---- semantics settled in issue 8 ----------------------------------------------------------------------
+# ---- what a schedule reports: makespan, gaps, first work ------------------------------------------------
 def test_makespan_runs_from_the_first_arrival():
     reqs = [Request("a", 5.0, 100, 3), Request("b", 5.1, 200, 2)]
     s = simulate(reqs, "continuous", FITTED_COST, max_running=2)
@@ -673,3 +663,15 @@ def test_both_engines_agree_bit_for_bit_under_the_roofline_cost(case):
     slow = simulate(reqs, policy, _general(_ROOFLINE), max_running,
                     admission=KVBlockLimit(blocks) if blocks else None, **kwargs)
     assert fast.served == slow.served and fast.iterations == slow.iterations and fast.makespan_s == slow.makespan_s
+
+
+@pytest.mark.parametrize("bad", [("r", 0.0, 10, 2), {"name": "r", "arrival_s": 0.0, "prompt_tokens": 10,
+                                                     "output_tokens": 2}, "r"])
+def test_simulate_refuses_what_is_not_a_request(bad) -> None:
+    with pytest.raises(ValueError, match="requests must be scheduling.Request objects"):
+        simulate([Request("a", 0.0, 10, 2), bad], "continuous", FITTED_COST)
+
+
+def test_simulate_refuses_an_admission_that_is_not_one() -> None:
+    with pytest.raises(ValueError, match="admission must be an Admission"):
+        simulate([Request("a", 0.0, 10, 2)], "continuous", FITTED_COST, admission="x")

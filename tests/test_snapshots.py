@@ -6,15 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferlab.kvcache.snapshots import (
-    KDA_SNAPSHOT_BYTES_TP8,
-    hybrid_restore_paths,
-    hybrid_restore_table,
-    restore,
-    snapshot_positions,
-    snapshot_storage,
-    spacing_tradeoff,
-)
+from inferlab.kvcache.snapshots import (KDA_SNAPSHOT_BYTES_TP8, hybrid_restore_paths, hybrid_restore_table, restore,
+                                        snapshot_positions, snapshot_storage, spacing_tradeoff)
 from inferlab.units import MiB
 
 

@@ -7,23 +7,9 @@
 - ``retry``: what a wrong first answer costs in time.
 """
 
-from .formats import (
-                      FORMATS,
-                      FP8_E4M3_MAX,
-                      GGML_FORMATS,
-                      BlockFormat,
-                      block_format,
-                      dequantize,
-                      format_table,
-                      fp8_e4m3_decode,
-                      fp8_e4m3_encode,
-                      fp8_e4m3_round_trip,
-                      fp8_e4m3_scale,
-                      q2_K_fields,
-                      quantize,
-                      round_trip,
-                      to_bf16,
-)
+from .formats import (FORMATS, FP8_E4M3_MAX, GGML_FORMATS, BlockFormat, block_format, dequantize, format_table,
+                      fp8_e4m3_decode, fp8_e4m3_encode, fp8_e4m3_round_trip, fp8_e4m3_scale, q2_K_fields, quantize,
+                      round_trip, to_bf16)
 
 __all__ = [
     "FORMATS", "FP8_E4M3_MAX", "GGML_FORMATS", "BlockFormat", "block_format", "dequantize", "format_table",

@@ -219,7 +219,7 @@ def verify_cost(model: str | ModelSpec = "qwen3-8b", positions: tuple[int, ...] 
 
 
 def attainable_mbu(rows: pd.DataFrame) -> float:
-    """Best MBU of batch-1 decode with CUDA graphs in a decode_step record (the >= 70 % target of issue 13)."""
+    """Best MBU of batch-1 decode with CUDA graphs in a decode_step record (the book asks for at least 70 %)."""
     sel = rows[(rows["batch"] == 1) & rows["cuda_graphs"].astype(bool)]  # compiled or not
     if sel.empty or sel["mbu"].isna().all():
         raise ValueError("rows must hold batch-1 CUDA-graph decode steps on a card with known peaks")

@@ -8,16 +8,8 @@ The GPU measurements (torch, triton) live beside this package in ``inferlab.gpu`
 """
 
 from .paged_kv import PagedKVCache
-from .reference import (
-                        PAD,
-                        attention,
-                        gather_kv,
-                        paged_attention,
-                        paged_prefill_attention,
-                        slot_mapping,
-                        tables_from_manager,
-                        write_kv,
-)
+from .reference import (PAD, attention, gather_kv, paged_attention, paged_prefill_attention, slot_mapping,
+                        tables_from_manager, write_kv)
 from .tiny_model import TinyConfig, TinyQwen3
 
 __all__ = [

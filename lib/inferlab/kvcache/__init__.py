@@ -10,29 +10,10 @@
 """
 
 from .block_manager import MAX_BLOCKS, BlockManager, OutOfBlocks, PoolState, SeqState
-from .radix import (
-                    LRU,
-                    Match,
-                    RadixCache,
-                    RadixNode,
-                    ValuePerByte,
-                    eviction_sweep,
-                    replay,
-                    smallest_pool,
-                    standard_policies,
-)
-from .value import (
-                    ContextUpdate,
-                    PrefixCost,
-                    best_use_of_space,
-                    break_even_hit_probability,
-                    context_update_options,
-                    expected_saving,
-                    keep_ratio_threshold,
-                    prefix_cost,
-                    recompute_to_fetch_ratio,
-                    slowest_paying_link,
-)
+from .radix import (LRU, Match, RadixCache, RadixNode, ValuePerByte, eviction_sweep, replay, smallest_pool,
+                    standard_policies)
+from .value import (ContextUpdate, PrefixCost, best_use_of_space, break_even_hit_probability, context_update_options,
+                    expected_saving, keep_ratio_threshold, prefix_cost, recompute_to_fetch_ratio, slowest_paying_link)
 
 __all__ = [
     "MAX_BLOCKS", "BlockManager", "OutOfBlocks", "PoolState", "SeqState", "LRU", "Match", "RadixCache", "RadixNode",

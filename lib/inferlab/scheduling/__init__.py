@@ -13,24 +13,10 @@ from .iteration import FITTED_COST, CostFn, IterationCost, RooflineCost, TotalsC
 from .log import Iteration, IterationLog
 from .plans import POLICIES, Engine, Live, Plan, PlanFn
 from .request import Request
-from .simulator import (
-                        EXAMPLE_CHUNK_TOKENS,
-                        EXAMPLE_MAX_RUNNING,
-                        EXAMPLE_TOKEN_BUDGET,
-                        REPLAY_INTERVAL_S,
-                        REPLAY_OUTPUT_TOKENS,
-                        REPLAY_PROMPT_TOKENS,
-                        Schedule,
-                        Served,
-                        batch_requests,
-                        budget_sweep,
-                        budget_within_gap,
-                        example_requests,
-                        quickest_admission_budget,
-                        replay_requests,
-                        run_example,
-                        simulate,
-)
+from .simulator import (EXAMPLE_CHUNK_TOKENS, EXAMPLE_MAX_RUNNING, EXAMPLE_TOKEN_BUDGET, REPLAY_INTERVAL_S,
+                        REPLAY_OUTPUT_TOKENS, REPLAY_PROMPT_TOKENS, Schedule, Served, batch_requests, budget_sweep,
+                        budget_within_gap, example_requests, quickest_admission_budget, replay_requests, run_example,
+                        simulate)
 
 __all__ = [
     "Admission", "KVBlockLimit", "NoLimit", "FITTED_COST", "CostFn", "IterationCost", "RooflineCost", "TotalsCost",

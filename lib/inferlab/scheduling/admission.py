@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from .._validate import positive_int
 from ..memory import blocks_for, kv_tokens
@@ -12,6 +12,7 @@ from .request import Request
 __all__ = ["Admission", "NoLimit", "KVBlockLimit"]
 
 
+@runtime_checkable
 class Admission(Protocol):
     """Decides whether a request may start now (beyond the ``max_running`` slots) and tracks what it holds."""
 

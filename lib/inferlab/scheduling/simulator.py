@@ -158,43 +158,14 @@ def simulate(
     per-item one; ``record_iterations=False`` drops the iteration log.
     """
     requests = list(requests)
-    if not requests:
-        raise ValueError("requests must not be empty")
-    if len({r.name for r in requests}) != len(requests):
-        raise ValueError("requests must have unique names")
-    if callable(policy):  # a plan of the caller's own (``plans.PlanFn``): the general engine runs it
-        builtin, plan, name = None, policy, getattr(policy, "__name__", "custom plan")
-    else:
-        one_of("policy", policy, POLICIES)
-        builtin, plan, name = policy, POLICIES[policy], policy
-    positive_int("max_running", max_running)
-    if token_budget is not None:
-        positive_int("token_budget", token_budget)
-        if token_budget < max_running:
-            raise ValueError(f"token_budget ({token_budget}) must be at least max_running ({max_running}) "
-                             "so that every running decode fits in one iteration")
-    if builtin == "chunked" and token_budget is None:
-        raise ValueError("token_budget is required for policy 'chunked'")
-    if chunk_tokens is not None:
-        positive_int("chunk_tokens", chunk_tokens)
-        if builtin in ("fixed", "continuous"):
-            raise ValueError("chunk_tokens applies to policy 'chunked' only")
+    builtin, plan, name = _checked_policy(policy)
+    _check_limits(requests, builtin, max_running, token_budget, chunk_tokens)
     if not callable(cost):
         raise ValueError(f"cost must be a callable on a sequence of Work (a CostFn), got {cost!r}")
     for flag, value in (("whole_chunks", whole_chunks), ("record_iterations", record_iterations)):
         if not isinstance(value, bool):
             raise ValueError(f"{flag} must be True or False, got {value!r}")
-    if builtin in ("fixed", "continuous") and token_budget is not None:
-        too_long = next((r for r in requests if r.prompt_tokens > token_budget), None)
-        if too_long is not None:
-            raise ValueError(f"request {too_long.name!r}: prompt_tokens ({too_long.prompt_tokens}) exceed "
-                             f"token_budget ({token_budget}) and policy {policy!r} cannot split a prompt")
-    if type(admission) is NoLimit:
-        admission = None  # nothing to check or reserve: the engines skip the calls
-    if admission is not None:
-        for r in requests:
-            if not admission.fits(r):
-                raise ValueError(f"request {r.name!r} can never be admitted by {admission!r}")
+    admission = _checked_admission(requests, admission)
 
     ordered = sorted(requests, key=lambda r: r.arrival_s)
     fast = isinstance(cost, TotalsCost) and builtin is not None
@@ -210,6 +181,56 @@ def simulate(
                    for r, first, times in zip(ordered, run.first_work_s.tolist(), run.token_times_s)}
         served = {r.name: by_name[r.name] for r in requests}
     return Schedule(name, served, run.iterations, run.makespan_s)
+
+
+def _checked_policy(policy: str | PlanFn) -> tuple[str | None, PlanFn, str]:
+    """(the built-in policy's name or None, its plan function, the name the schedule records)."""
+    if callable(policy):  # a plan of the caller's own (``plans.PlanFn``): the general engine runs it
+        return None, policy, getattr(policy, "__name__", "custom plan")
+    one_of("policy", policy, POLICIES)
+    return policy, POLICIES[policy], policy
+
+
+def _check_limits(requests: list[Request], builtin: str | None, max_running: int, token_budget: int | None,
+                  chunk_tokens: int | None) -> None:
+    """Refuse requests and limits the policy cannot run under (ValueError naming the argument)."""
+    if not requests:
+        raise ValueError("requests must not be empty")
+    stranger = next((r for r in requests if not isinstance(r, Request)), None)
+    if stranger is not None:
+        raise ValueError(f"requests must be scheduling.Request objects, got {type(stranger).__name__}: {stranger!r}")
+    if len({r.name for r in requests}) != len(requests):
+        raise ValueError("requests must have unique names")
+    positive_int("max_running", max_running)
+    if token_budget is not None:
+        positive_int("token_budget", token_budget)
+        if token_budget < max_running:
+            raise ValueError(f"token_budget ({token_budget}) must be at least max_running ({max_running}) "
+                             "so that every running decode fits in one iteration")
+    if builtin == "chunked" and token_budget is None:
+        raise ValueError("token_budget is required for policy 'chunked'")
+    if chunk_tokens is not None:
+        positive_int("chunk_tokens", chunk_tokens)
+        if builtin in ("fixed", "continuous"):
+            raise ValueError("chunk_tokens applies to policy 'chunked' only")
+    if builtin in ("fixed", "continuous") and token_budget is not None:
+        too_long = next((r for r in requests if r.prompt_tokens > token_budget), None)
+        if too_long is not None:
+            raise ValueError(f"request {too_long.name!r}: prompt_tokens ({too_long.prompt_tokens}) exceed "
+                             f"token_budget ({token_budget}) and policy {builtin!r} cannot split a prompt")
+
+
+def _checked_admission(requests: list[Request], admission: Admission | None) -> Admission | None:
+    """``admission``, or None when it limits nothing (the engines then skip its calls); refuses one no request passes."""
+    if type(admission) is NoLimit:
+        return None
+    if admission is not None and not isinstance(admission, Admission):
+        raise ValueError(f"admission must be an Admission (NoLimit, KVBlockLimit, ...) or None, got {admission!r}")
+    if admission is not None:
+        for r in requests:
+            if not admission.fits(r):
+                raise ValueError(f"request {r.name!r} can never be admitted by {admission!r}")
+    return admission
 
 
 @contextmanager

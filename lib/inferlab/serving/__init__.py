@@ -7,47 +7,21 @@
 - ``metrics``: completion throughput, goodput, Little's law, percentiles, Amdahl's law.
 """
 
-from .configs import (
-                      CHAPTER_CONFIGS,
-                      CHAPTER_WORKLOAD,
-                      KV_FORMAT_RATIO,
-                      MEASURED_ON,
-                      ServingConfig,
-                      Workload,
-                      evaluate,
-                      evaluate_configs,
-                      feasible,
-                      prefix_fetch_time,
-                      tokens_per_round_needed,
-)
-from .load import POLICIES, poisson_requests, serve, trace_requests
-from .metrics import (
-                      amdahl_derivation,
-                      amdahl_speedup,
-                      completion_and_goodput,
-                      in_system_curve,
-                      little_n,
-                      mean_in_system,
-                      observation_window,
-                      summarize_served,
-                      task_time,
-                      time_average_in_system,
-)
+from .configs import (CHAPTER_CONFIGS, CHAPTER_WORKLOAD, KV_FORMAT_RATIO, MEASURED_ON, ServingConfig, Workload,
+                      evaluate, evaluate_configs, feasible, prefix_fetch_time, tokens_per_round_needed)
+from .load import SERVING_POLICIES, EngineSetup, ServingPolicy, poisson_requests, serve, trace_requests
+from .metrics import (amdahl_derivation, amdahl_speedup, completion_and_goodput, in_system_curve, little_n,
+                      mean_in_system, observation_window, summarize_served, task_time, time_average_in_system)
 from .rates import decode_rate, efficiency_table, gpu_seconds, prefill_rate, shared_batch_rates
-from .sweep import (
-                      ANSWER_TOKENS,
-                      TASK_PROMPT_TOKENS,
-                      WRONG_TASK,
-                      goodput_at,
-                      goodput_sweep,
-                      load_table,
-                      retrieval_window,
-)
+from .sweep import (ANSWER_TOKENS, TASK_PROMPT_TOKENS, WRONG_TASK, goodput_at, goodput_sweep, load_table,
+                    retrieval_window)
 
 __all__ = [
-    "CHAPTER_CONFIGS", "MEASURED_ON", "CHAPTER_WORKLOAD", "KV_FORMAT_RATIO", "ServingConfig", "Workload", "evaluate",
-    "evaluate_configs", "feasible", "prefix_fetch_time", "tokens_per_round_needed", "POLICIES", "poisson_requests", "serve", "trace_requests", "amdahl_derivation", "amdahl_speedup",
-    "in_system_curve", "little_n", "observation_window", "mean_in_system", "completion_and_goodput", "summarize_served", "task_time", "time_average_in_system", "decode_rate",
-    "efficiency_table", "gpu_seconds", "prefill_rate", "shared_batch_rates", "ANSWER_TOKENS", "TASK_PROMPT_TOKENS",
-    "WRONG_TASK", "goodput_at", "goodput_sweep", "load_table", "retrieval_window",
+    "CHAPTER_CONFIGS", "CHAPTER_WORKLOAD", "KV_FORMAT_RATIO", "MEASURED_ON", "ServingConfig", "Workload", "evaluate",
+    "evaluate_configs", "feasible", "prefix_fetch_time", "tokens_per_round_needed",
+    "SERVING_POLICIES", "EngineSetup", "ServingPolicy", "poisson_requests", "serve", "trace_requests",
+    "amdahl_derivation", "amdahl_speedup", "completion_and_goodput", "in_system_curve", "little_n", "mean_in_system",
+    "observation_window", "summarize_served", "task_time", "time_average_in_system",
+    "decode_rate", "efficiency_table", "gpu_seconds", "prefill_rate", "shared_batch_rates",
+    "ANSWER_TOKENS", "TASK_PROMPT_TOKENS", "WRONG_TASK", "goodput_at", "goodput_sweep", "load_table", "retrieval_window",
 ]

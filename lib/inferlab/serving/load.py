@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -25,22 +26,26 @@ import pandas as pd
 from .. import example
 from .._validate import fraction, non_negative, one_of, positive, positive_int
 from ..models import ModelSpec
-from ..scheduling.iteration import FITTED_COST, CostFn
-from ..scheduling.simulator import (
-    EXAMPLE_CHUNK_TOKENS,
-    EXAMPLE_TOKEN_BUDGET,
-    KVBlockLimit,
-    NoLimit,
-    Request,
-    Schedule,
-    simulate,
-)
+from ..scheduling import (EXAMPLE_CHUNK_TOKENS, EXAMPLE_TOKEN_BUDGET, FITTED_COST, CostFn, KVBlockLimit, NoLimit,
+                          Request, Schedule, simulate)
 
-__all__ = ["POLICIES", "poisson_requests", "trace_requests", "serve"]
+__all__ = ["ServingPolicy", "SERVING_POLICIES", "EngineSetup", "poisson_requests", "trace_requests", "serve"]
 
-#: Admission policies: name -> (scheduler policy, whether max_running is forced to 1).
-POLICIES = {"one-at-a-time": ("continuous", True), "continuous": ("continuous", False),
-            "chunked": ("chunked", False)}
+
+@dataclass(frozen=True)
+class ServingPolicy:
+    """How a server runs its engine: the scheduler's policy, and whether it admits one request at a time."""
+
+    scheduler_policy: str
+    one_at_a_time: bool = False
+
+
+#: The policies ``serve`` takes, by name.
+SERVING_POLICIES: Mapping[str, ServingPolicy] = {
+    "one-at-a-time": ServingPolicy("continuous", one_at_a_time=True),
+    "continuous": ServingPolicy("continuous"),
+    "chunked": ServingPolicy("chunked"),
+}
 
 
 def poisson_requests(rate_per_s: float, n_requests: int, prompt_tokens: int, output_tokens: int,
@@ -63,41 +68,55 @@ def trace_requests(arrivals_s: Sequence[float] | np.ndarray, prompt_tokens: int,
     return [Request(f"r{i}", float(t), prompt_tokens, output_tokens) for i, t in enumerate(times)]
 
 
-#: Runs of at most this many requests are remembered (``_run``): an explorer's slider that only changes
-#: the deadline or the answers' accuracy, or admission control re-predicting the same accepted prefix,
-#: then reuses the simulation. Bounded so that long traces never sit in memory.
+#: Runs of at most this many requests are remembered (``EngineSetup.run``): an explorer's slider that only
+#: changes the deadline or the answers' accuracy, or admission control re-predicting the same accepted
+#: prefix, then reuses the simulation. Bounded so that long traces never sit in memory.
 _REMEMBER_REQUESTS = 256
 
 
-def _run(requests: list[Request], policy: str, cost: CostFn, max_running: int, kv_budget_bytes: float | None,
-         model: ModelSpec, token_budget: int | None, chunk_tokens: int | None) -> Schedule:
-    """The engine's schedule of ``requests`` (read-only: a remembered run is shared by later calls)."""
-    if len(requests) <= _REMEMBER_REQUESTS:
-        try:
-            return _remembered_run(tuple(requests), policy, cost, max_running, kv_budget_bytes, model, token_budget,
-                                   chunk_tokens)
-        except TypeError:  # an unhashable cost function or model: simulate every time
-            pass
-    return _simulate(requests, policy, cost, max_running, kv_budget_bytes, model, token_budget, chunk_tokens)
+@dataclass(frozen=True)
+class EngineSetup:
+    """The engine a server runs: its policy, iteration cost, slot limit, KV budget (bytes) and chunking limits."""
+
+    policy: str = "continuous"
+    cost: CostFn = FITTED_COST
+    max_running: int = 64
+    kv_budget_bytes: float | None = None
+    model: ModelSpec = example.MODEL
+    token_budget: int | None = None
+    chunk_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        one_of("policy", self.policy, SERVING_POLICIES)
+        positive_int("max_running", self.max_running)
+        if self.kv_budget_bytes is not None:
+            positive("kv_budget_bytes", self.kv_budget_bytes)
+
+    def run(self, requests: list[Request]) -> Schedule:
+        """The engine's schedule of ``requests`` (read-only: a remembered run is shared by later calls)."""
+        if len(requests) <= _REMEMBER_REQUESTS:
+            try:
+                return _remembered_run(tuple(requests), self)
+            except TypeError:  # an unhashable cost function or model: simulate every time
+                pass
+        return self._simulate(requests)
+
+    def _simulate(self, requests: list[Request]) -> Schedule:
+        serving = SERVING_POLICIES[self.policy]
+        token_budget, chunk_tokens = self.token_budget, self.chunk_tokens
+        if serving.scheduler_policy == "chunked":  # the chapter's 8.2.2 settings unless given
+            token_budget = EXAMPLE_TOKEN_BUDGET if token_budget is None else token_budget
+            chunk_tokens = EXAMPLE_CHUNK_TOKENS if chunk_tokens is None else chunk_tokens
+        admission = NoLimit() if self.kv_budget_bytes is None else KVBlockLimit(
+            int(self.kv_budget_bytes // (16 * self.model.kv_bytes_per_token())), 16)
+        return simulate(requests, serving.scheduler_policy, self.cost,
+                        max_running=1 if serving.one_at_a_time else self.max_running, admission=admission,
+                        token_budget=token_budget, chunk_tokens=chunk_tokens)
 
 
 @lru_cache(maxsize=128)
-def _remembered_run(requests: tuple[Request, ...], policy: str, cost: CostFn, max_running: int,
-                    kv_budget_bytes: float | None, model: ModelSpec, token_budget: int | None,
-                    chunk_tokens: int | None) -> Schedule:
-    return _simulate(list(requests), policy, cost, max_running, kv_budget_bytes, model, token_budget, chunk_tokens)
-
-
-def _simulate(requests: list[Request], policy: str, cost: CostFn, max_running: int, kv_budget_bytes: float | None,
-              model: ModelSpec, token_budget: int | None, chunk_tokens: int | None) -> Schedule:
-    engine_policy, one = POLICIES[policy]
-    if engine_policy == "chunked":  # the chapter's 8.2.2 settings unless given
-        token_budget = EXAMPLE_TOKEN_BUDGET if token_budget is None else token_budget
-        chunk_tokens = EXAMPLE_CHUNK_TOKENS if chunk_tokens is None else chunk_tokens
-    admission = NoLimit() if kv_budget_bytes is None else KVBlockLimit(
-        int(kv_budget_bytes // (16 * model.kv_bytes_per_token())), 16)
-    return simulate(requests, engine_policy, cost, max_running=1 if one else max_running, admission=admission,
-                    token_budget=token_budget, chunk_tokens=chunk_tokens)
+def _remembered_run(requests: tuple[Request, ...], setup: EngineSetup) -> Schedule:
+    return setup._simulate(list(requests))
 
 
 def _accept(requests: list[Request], deadline_s: float, run) -> tuple[list[Request], set[str]]:
@@ -158,11 +177,8 @@ def serve(requests: Sequence[Request], policy: str = "continuous", *, cost: Cost
     first_token_s, finish_s, ttft_s, latency_s, max_itl_s, output_tokens, correct, on_time, good.
     Times of a request that never ran (rejected, redirected, cancelled while queued) are NaN: they did not happen.
     """
-    one_of("policy", policy, POLICIES)
-    positive_int("max_running", max_running)
+    run = EngineSetup(policy, cost, max_running, kv_budget_bytes, model, token_budget, chunk_tokens).run
     positive("deadline_s", deadline_s)
-    if kv_budget_bytes is not None:
-        positive("kv_budget_bytes", kv_budget_bytes)
     if admission_control is not None:
         one_of("admission_control", admission_control, ("reject", "redirect"))
     reqs = sorted(requests, key=lambda r: (r.arrival_s, r.name))
@@ -177,9 +193,6 @@ def serve(requests: Sequence[Request], policy: str = "continuous", *, cost: Cost
         raise ValueError(f"cancel_at names requests that do not exist: {sorted(unknown)}")
     for name, t in cancel_at.items():
         non_negative(f"cancel_at[{name!r}]", t)
-
-    def run(rs: list[Request]) -> Schedule:
-        return _run(rs, policy, cost, max_running, kv_budget_bytes, model, token_budget, chunk_tokens)
 
     accepted, refused = (_accept(reqs, deadline_s, run) if admission_control else (reqs, set()))
     _, sched, dropped = _cancel(accepted, cancel_at, run) if cancel_at else (

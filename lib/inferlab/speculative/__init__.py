@@ -12,17 +12,8 @@
 from .cost import expected_tokens, tokens_distribution
 from .decoder import DecodeResult, speculative_decode
 from .policy import simulate_speculative, speculative_plan
-from .verify import (
-                     Verdict,
-                     acceptance_probability,
-                     acceptance_rate,
-                     emission_distribution,
-                     greedy_verify,
-                     residual,
-                     sample_position,
-                     two_symbol_paths,
-                     verify_sample,
-)
+from .verify import (Verdict, acceptance_probability, acceptance_rate, emission_distribution, greedy_verify, residual,
+                     sample_position, two_symbol_paths, verify_sample)
 
 __all__ = [
     "expected_tokens", "tokens_distribution", "DecodeResult", "speculative_decode", "simulate_speculative",

@@ -4,6 +4,14 @@ Importing this module sets the book's rcParams (``STYLE``). Figures are built as
 ``matplotlib.figure.Figure`` objects, not through pyplot, so that a widget callback can redraw
 without pyplot's global state and without leaking figures.
 Section-specific drawings live in submodules (``plot.timeline``, ...), each built on these.
+
+Where Matplotlib's internals are changed, and why: an explorer must redraw in at most 50 ms on a 2-core
+machine, and a plain Matplotlib redraw took 60-126 ms there (text layout 60-70 % of it). Four modules
+therefore reach into Matplotlib: ``render`` (one Agg renderer per canvas size, text blitted from cached
+bitmaps), ``pickled`` (figure templates unpickled with their transform links rebuilt), ``ticks`` and
+``legends`` with ``per_draw`` (ticks and legend boxes measured once per draw). Each relies on private
+behaviour of the Matplotlib version pinned in requirements.txt; ``tests/test_render.py`` fails on any other
+version, and the widget tests compare every in-place frame with a plain new draw pixel for pixel.
 """
 
 from __future__ import annotations

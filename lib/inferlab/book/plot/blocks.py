@@ -23,21 +23,10 @@ from inferlab.kvcache.block_manager import PoolState
 from inferlab.kvcache.radix import RadixCache, RadixNode, eviction_sweep, standard_policies
 from inferlab.kvcache.scenarios import PoolEvent, PreemptionRun, copy_on_write_steps, fork_branches, refcount_steps
 from inferlab.kvcache.snapshots import HybridRestore, Restore, restore, snapshot_positions, spacing_tradeoff
-from inferlab.kvcache.value import (
-    ContextUpdate,
-    PrefixCost,
-    keep_ratio_threshold,
-    prefix_cost,
-    recompute_to_fetch_ratio,
-)
-from inferlab.memory import (
-    block_table_entries,
-    max_concurrent_requests,
-    paged_slots,
-    paged_waste,
-    request_kv_bytes,
-    shared_and_private_bytes,
-)
+from inferlab.kvcache.value import (ContextUpdate, PrefixCost, keep_ratio_threshold, prefix_cost,
+                                    recompute_to_fetch_ratio)
+from inferlab.memory import (block_table_entries, max_concurrent_requests, paged_slots, paged_waste, request_kv_bytes,
+                             shared_and_private_bytes)
 from inferlab.units import GB, GiB, MiB, ms
 from inferlab.workloads import agent_workload
 

@@ -17,18 +17,8 @@ from inferlab.timeline import RequestTimes
 
 if TYPE_CHECKING:
     from ..widgets import Explorer
-from . import (
-    COLORS,
-    REQUEST_COLORS,
-    InPlace,
-    add_boxes,
-    box_corners,
-    caption,
-    deadline_line,
-    new_figure,
-    refresh_legend,
-    rescale,
-)
+from . import (COLORS, REQUEST_COLORS, InPlace, add_boxes, box_corners, caption, deadline_line, new_figure,
+               refresh_legend, rescale)
 from .legibility import min_font_pt
 from .ticks import few_ticks
 
