@@ -276,3 +276,124 @@ def test_a_repeated_run_is_remembered_short_traces_only_and_any_cost_works(monke
     sv.serve(long, "continuous")
     sv.serve(long, "continuous")
     assert calls[-2:] == [len(long)] * 2
+
+
+# ---- evaluate_configs: a workload given once, duplicate names, the measured step's shape, bad input ----------------
+
+import pandas as pd  # noqa: E402  (this block's own import)
+
+
+def test_a_workloads_output_length_and_deadline_are_used() -> None:
+    long = sv.Workload(output_tokens=1024, deadline_s=30)
+    table = sv.evaluate_configs(workload=long)
+    assert round(table.loc["A", "total_s"], 2) == 37.66  # 7.34 s + 1023 rounds of 29.63 ms, not 256 outputs
+    assert table.loc["A", "rounds"] == 1023
+    assert table.loc["A", "total_s"] == sv.evaluate(sv.CHAPTER_CONFIGS["A"], long)["total_s"]
+    assert list(table["on_time"]) == [t <= 30 for t in table["total_s"]]
+    # the keywords alone build the workload; given with a workload they must agree with it
+    pd.testing.assert_frame_equal(sv.evaluate_configs(output_tokens=1024, deadline_s=30), table)
+    pd.testing.assert_frame_equal(sv.evaluate_configs(workload=long, output_tokens=1024, deadline_s=30.0), table)
+    with pytest.raises(ValueError, match=r"output_tokens.*workload"):
+        sv.evaluate_configs(workload=long, output_tokens=256)
+    with pytest.raises(ValueError, match=r"deadline_s.*workload"):
+        sv.evaluate_configs(workload=long, deadline_s=7.0)
+
+
+def test_two_configurations_of_one_name_are_refused() -> None:
+    a = sv.CHAPTER_CONFIGS["A"]
+    with pytest.raises(ValueError, match=r"configs.*'A'"):
+        sv.evaluate_configs([a, sv.CHAPTER_CONFIGS["B"], a])
+    with pytest.raises(ValueError, match=r"configs.*'D'"):
+        sv.evaluate_configs({"D": sv.CHAPTER_CONFIGS["D"], "D2": sv.CHAPTER_CONFIGS["D"]})
+
+
+def test_the_measured_step_is_used_only_at_its_shape() -> None:
+    from inferlab.hardware import ACCELERATORS
+
+    step = sv.configs.round_time
+    a, b = sv.CHAPTER_CONFIGS["A"], sv.CHAPTER_CONFIGS["B"]
+    chapter = sv.evaluate_configs()
+    assert list(chapter["step_source"]) == ["modelled", "measured", "modelled", "measured", "measured"]
+    assert chapter.loc["B", "round_s"] == chapter.loc["D", "round_s"] == sv.configs.MEASURED_SHARED_STEP_S
+    short = sv.evaluate_configs(output_tokens=16)  # a subset of the measured steps: still the measurement
+    assert short.loc["B", "round_s"] == sv.configs.MEASURED_SHARED_STEP_S
+    assert short.loc["B", "step_source"] == "measured"
+    # elsewhere B's step is A's model for the same bytes read: it grows with the batch and the context
+    wide = sv.Workload(n_requests=256)
+    assert step(b, wide) == step(a, wide) and round(step(b, wide) * 1e3, 1) == 73.4
+    assert sv.evaluate_configs(workload=wide).loc["B", "step_source"] == "modelled"
+    by_batch = [sv.Workload(n_requests=n) for n in (32, 64, 128, 256)]
+    by_context = [sv.Workload(n_requests=256, prompt_tokens=p) for p in (8192, 16_384, 32_768)]
+    for shapes in (by_batch, by_context):
+        times = [step(b, w) for w in shapes]
+        assert times == [step(a, w) for w in shapes] and all(x < y for x, y in zip(times, times[1:]))
+    longer = sv.Workload(output_tokens=1024)  # beyond the 256 measured outputs
+    assert step(b, longer) == step(a, longer) and sv.evaluate(b, longer)["step_source"] == "modelled"
+    wide_d = sv.evaluate_configs(workload=wide).loc["D"]  # 256 x 8 verified positions: compute decides the round
+    assert wide_d["step_source"] == "compute-bound" and wide_d["round_s"] > step(b, wide)
+    assert sv.evaluate_configs(accelerator=ACCELERATORS["h200"]).loc["B", "step_source"] == "transferred"
+
+
+def test_evaluated_tables_hold_no_nan() -> None:
+    for kwargs in ({}, {"output_tokens": 1}, {"workload": sv.Workload(n_requests=1, deadline_s=0.001)},
+                   {"kv_budget_bytes": 1.0}):
+        table = sv.evaluate_configs(**kwargs)
+        assert not table.isna().any().any(), kwargs
+
+
+_A = sv.CHAPTER_CONFIGS["A"]
+_B = sv.CHAPTER_CONFIGS["B"]
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: sv.evaluate_configs(kv_budget_bytes=float("nan")), "kv_budget_bytes"),
+    (lambda: sv.evaluate_configs(kv_budget_bytes="12"), "kv_budget_bytes"),
+    (lambda: sv.evaluate_configs(deadline_s=0), "deadline_s"),
+    (lambda: sv.evaluate_configs(deadline_s=float("nan")), "deadline_s"),
+    (lambda: sv.evaluate_configs(deadline_s="7"), "deadline_s"),
+    (lambda: sv.evaluate_configs(output_tokens=2.5), "output_tokens"),
+    (lambda: sv.evaluate_configs(output_tokens=-1), "output_tokens"),
+    (lambda: sv.evaluate_configs(workload="chapter"), "workload"),
+    (lambda: sv.evaluate_configs(accelerator="h200"), "accelerator"),
+    (lambda: sv.evaluate_configs(prefix_link_bandwidth=float("nan")), "prefix_link_bandwidth"),
+    (lambda: sv.evaluate_configs(prefix_link_bandwidth=-1.0), "prefix_link_bandwidth"),
+    (lambda: sv.evaluate_configs([_A, "B"]), "configs"),
+    (lambda: sv.evaluate_configs(_A), "configs"),
+    (lambda: sv.evaluate_configs("AB"), "configs"),
+    (lambda: sv.evaluate(_A, kv_budget_bytes=0), "kv_budget_bytes"),
+    (lambda: sv.evaluate(_A, prefix_link_bandwidth=-1.0), "prefix_link_bandwidth"),
+    (lambda: sv.evaluate("A"), "config"),
+    (lambda: sv.evaluate(_A, workload=None), "workload"),
+    (lambda: sv.evaluate(_A, model="qwen3-8b"), "model"),
+    (lambda: sv.configs.kv_bytes(None), "config"),
+    (lambda: sv.configs.kv_bytes(_A, workload={"n_requests": 16}), "workload"),
+    (lambda: sv.configs.config_prefill_time(_A, mfu=0), "mfu"),
+    (lambda: sv.configs.config_prefill_time(_A, mfu=1.5), "mfu"),
+    (lambda: sv.configs.config_prefill_time(_A, mfu=float("nan")), "mfu"),
+    (lambda: sv.configs.config_prefill_time(_A, accelerator=None), "accelerator"),
+    (lambda: sv.configs.decode_rounds("A"), "config"),
+    (lambda: sv.configs.round_time(_A, workload="x"), "workload"),
+    (lambda: sv.tokens_per_round_needed(_A, accelerator="h200"), "accelerator"),
+    (lambda: sv.prefix_fetch_time(_A, link_bandwidth=-1.0), "link_bandwidth"),
+    (lambda: sv.prefix_fetch_time(_B, link_bandwidth="64e9"), "link_bandwidth"),
+    (lambda: sv.feasible("table"), "table"),
+    (lambda: sv.feasible(pd.DataFrame({"fits": [True]})), "table"),
+    (lambda: sv.ServingConfig("X", "x", tokens_per_round="3"), "tokens_per_round"),
+    (lambda: sv.ServingConfig("X", "x", tokens_per_round=float("nan")), "tokens_per_round"),
+    (lambda: sv.ServingConfig("", "x"), "name"),
+    (lambda: sv.ServingConfig(3, "x"), "name"),
+    (lambda: sv.ServingConfig("X", None), "description"),
+    (lambda: sv.ServingConfig("X", "x", shared_prefix="yes"), "shared_prefix"),
+    (lambda: sv.ServingConfig("X", "x", kv_format=["bf16"]), "kv_format"),
+    (lambda: sv.ServingConfig("X", "x", draft_bytes=float("nan")), "draft_bytes"),
+    (lambda: sv.ServingConfig("X", "x", verify_positions=0), "verify_positions"),
+    (lambda: sv.ServingConfig("X", "x", decode_step_s=-1.0), "decode_step_s"),
+    (lambda: sv.ServingConfig("X", "x", prefill_s="2"), "prefill_s"),
+    (lambda: sv.Workload(n_requests=0), "n_requests"),
+    (lambda: sv.Workload(prompt_tokens=8192.0), "prompt_tokens"),
+    (lambda: sv.Workload(deadline_s=float("inf")), "deadline_s"),
+    (lambda: sv.Workload(shared_prefix_tokens=-1), "shared_prefix_tokens"),
+])
+def test_bad_configuration_input_names_the_parameter(call, name) -> None:
+    with pytest.raises(ValueError, match=name):
+        call()

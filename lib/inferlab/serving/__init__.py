@@ -7,8 +7,8 @@
 - ``metrics``: completion throughput, goodput, Little's law, percentiles, Amdahl's law.
 """
 
-from .configs import (CHAPTER_CONFIGS, CHAPTER_WORKLOAD, KV_FORMAT_RATIO, MEASURED_ON, ServingConfig, Workload,
-                      evaluate, evaluate_configs, feasible, prefix_fetch_time, tokens_per_round_needed)
+from .configs import (CHAPTER_CONFIGS, CHAPTER_WORKLOAD, KV_FORMAT_RATIO, MEASURED_ON, STEP_SOURCES, ServingConfig,
+                      Workload, evaluate, evaluate_configs, feasible, prefix_fetch_time, tokens_per_round_needed)
 from .load import SERVING_POLICIES, EngineSetup, ServingPolicy, poisson_requests, serve, trace_requests
 from .metrics import (amdahl_derivation, amdahl_speedup, completion_and_goodput, in_system_curve, little_n,
                       mean_in_system, observation_window, summarize_served, task_time, time_average_in_system)
@@ -17,8 +17,8 @@ from .sweep import (ANSWER_TOKENS, TASK_PROMPT_TOKENS, WRONG_TASK, goodput_at, g
                     retrieval_window)
 
 __all__ = [
-    "CHAPTER_CONFIGS", "CHAPTER_WORKLOAD", "KV_FORMAT_RATIO", "MEASURED_ON", "ServingConfig", "Workload", "evaluate",
-    "evaluate_configs", "feasible", "prefix_fetch_time", "tokens_per_round_needed",
+    "CHAPTER_CONFIGS", "CHAPTER_WORKLOAD", "KV_FORMAT_RATIO", "MEASURED_ON", "STEP_SOURCES", "ServingConfig", "Workload",
+    "evaluate", "evaluate_configs", "feasible", "prefix_fetch_time", "tokens_per_round_needed",
     "SERVING_POLICIES", "EngineSetup", "ServingPolicy", "poisson_requests", "serve", "trace_requests",
     "amdahl_derivation", "amdahl_speedup", "completion_and_goodput", "in_system_curve", "little_n", "mean_in_system",
     "observation_window", "summarize_served", "task_time", "time_average_in_system",
