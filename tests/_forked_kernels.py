@@ -41,7 +41,7 @@ PRELOAD = ("numpy", "sympy", "sympy.tensor.tensor", "matplotlib", "matplotlib.fi
 #: inferlab's parts that look at the shell when imported, or import what does, and the tools no notebook imports
 NOT_PRELOADED = ("inferlab.book.plot", "inferlab.book.widgets", "inferlab.book.sphinx_offline",
                  "inferlab.book.install_cell", "inferlab.gpu", "inferlab.exercises.grader", "inferlab.grade",
-                 "inferlab.headless")
+                 "inferlab.headless", "inferlab.kernels.triton_paged")
 #: modules whose import looks at the shell: preloading must not have imported any of them
 SHELL_AWARE = ("inferlab.book.plot", "ipywidgets", "tqdm.autonotebook", "matplotlib_inline")
 _PATCHED = "_inferlab_forked"

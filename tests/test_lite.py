@@ -27,15 +27,15 @@ LITE = SITE / "lite"
 
 #: Packages with compiled code that Pyodide (0.27 and later) ships built for WebAssembly.
 PYODIDE_COMPILED = {"numpy", "pandas", "matplotlib", "kiwisolver", "contourpy", "PIL", "fontTools",
-                    "markupsafe", "yaml", "_cffi_backend", "pyodide"}
+                    "markupsafe", "yaml", "_cffi_backend", "pyodide", "ml_dtypes"}
 #: Distributions Pyodide ships (pure or not); the rest must be pure-Python wheels piplite can install.
 PYODIDE_DISTS = {"numpy", "pandas", "matplotlib", "sympy", "mpmath", "kiwisolver", "contourpy", "pillow",
                  "fonttools", "cycler", "pyparsing", "packaging", "python-dateutil", "six", "pytz", "tzdata",
-                 "ipython", "traitlets", "comm", "markupsafe", "pyyaml"}
+                 "ipython", "traitlets", "comm", "markupsafe", "pyyaml", "ml-dtypes"}
 
 #: Modules that run the book's tooling (builds, grading, GPU), never a notebook in the browser.
 TOOLS = ("inferlab.gpu", "inferlab.headless", "inferlab.book.sphinx_offline", "inferlab.exercises.grader",
-         "inferlab.grade", "inferlab.book.install_cell")
+         "inferlab.grade", "inferlab.book.install_cell", "inferlab.kernels.triton_paged")
 
 
 def _norm(name: str) -> str:
