@@ -144,3 +144,167 @@ def test_slot_mapping_follows_the_table() -> None:
 def test_bad_input_names_the_parameter(call, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# ---- a sequence's result does not depend on its batch --------------------------------------------------------
+
+def test_nan_in_an_unreferenced_block_does_not_reach_a_shorter_sequence() -> None:
+    kc = np.ones((3, 4, 1, 2), np.float32)
+    vc = np.ones_like(kc)
+    vc[0] = np.nan  # block 0 belongs to no sequence
+    q = np.ones((2, 1, 2), np.float32)
+    out = kernels.paged_attention(q, kc, vc, np.array([[1, kernels.PAD], [1, 2]]), np.array([2, 8]))
+    np.testing.assert_array_equal(out, np.ones((2, 1, 2), np.float32))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 40), min_size=1, max_size=5),
+    block_size=st.sampled_from([1, 2, 3, 4, 8, 16]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_sequence_in_a_batch_equals_itself_alone(lengths: list[int], block_size: int, seed: int) -> None:
+    """NaN/inf fill every block and slot no context references; tables past the context hold PAD or any block."""
+    rng = np.random.default_rng(seed)
+    needed = [-(-n // block_size) for n in lengths]
+    num_blocks, n_kv, d = sum(needed) + 3, 2, 4
+    kc, vc = rng.choice(np.array([np.nan, np.inf, -np.inf], np.float32), size=(2, num_blocks, block_size, n_kv, d))
+    tables = np.full((len(lengths), max(needed) + int(rng.integers(0, 3))), kernels.PAD)
+    order = rng.permutation(num_blocks)
+    for b, (n, nb) in enumerate(zip(lengths, needed)):
+        tables[b, :nb], order = order[:nb], order[nb:]
+        past = tables.shape[1] - nb
+        tables[b, nb:] = np.where(rng.random(past) < 0.5, kernels.PAD, rng.integers(0, num_blocks, past))
+        kernels.write_kv(kc, vc, tables[b], 0, *rng.normal(size=(2, n, n_kv, d)))
+    q = rng.normal(size=(len(lengths), 2 * n_kv, d)).astype(np.float32)
+    lens = np.array(lengths)
+    batch = kernels.paged_attention(q, kc, vc, tables, lens)
+    assert np.isfinite(batch).all()
+    for b, (n, nb) in enumerate(zip(lengths, needed)):
+        alone = kernels.paged_attention(q[b: b + 1], kc, vc, tables[b: b + 1, :nb], lens[b: b + 1])
+        np.testing.assert_allclose(batch[b: b + 1], alone, rtol=1e-6, atol=1e-6)
+        prefill = kernels.paged_prefill_attention(q[b: b + 1], kc, vc, tables[b], n)
+        np.testing.assert_allclose(prefill, alone, rtol=1e-5, atol=1e-6)
+
+
+# ---- one rule for block-table entries -----------------------------------------------------------------------
+
+def _table_calls(table: list[int], n: int) -> dict:
+    """Every public function that reads a block table, over a pool of 3 blocks of 4 tokens, context of n tokens."""
+    kc, vc = np.zeros((2, 3, 4, 1, 2), np.float32)
+    kv = np.zeros((n, 1, 2), np.float32)
+    return {
+        "paged_attention": lambda: kernels.paged_attention(kv[:1], kc, vc, np.array([table]), np.array([n])),
+        "paged_prefill_attention": lambda: kernels.paged_prefill_attention(kv[:1], kc, vc, table, n),
+        "gather_kv": lambda: kernels.gather_kv(kc, table, n),
+        "write_kv": lambda: kernels.write_kv(kc, vc, table, 0, kv, kv),
+        "slot_mapping": lambda: kernels.slot_mapping(table, 0, n, 4, num_blocks=3),
+        "slot_mapping without num_blocks": lambda: kernels.slot_mapping(table, 0, n, 4),
+    }
+
+
+@pytest.mark.parametrize("table, n", [
+    ([0, kernels.PAD], 5),  # PAD where the context needs a block
+    ([kernels.PAD], 1),
+    ([1, -2], 5),  # negative, not PAD
+    ([0, -2], 4),  # ... even past the context
+])
+@pytest.mark.parametrize("function", list(_table_calls([0], 1)))
+def test_negative_table_entries_other_than_trailing_pad_are_refused(function: str, table: list[int], n: int) -> None:
+    with pytest.raises(ValueError, match=r"^block_tables? entry"):
+        _table_calls(table, n)[function]()
+
+
+@pytest.mark.parametrize("table, n", [([0, 3], 5), ([0, 7], 4), ([3], 0)])
+@pytest.mark.parametrize("function", [f for f in _table_calls([0], 1) if f != "slot_mapping without num_blocks"])
+def test_table_entries_beyond_the_pool_are_refused(function: str, table: list[int], n: int) -> None:
+    if function == "paged_attention" and n == 0:
+        return  # context_lens must be >= 1 there
+    with pytest.raises(ValueError, match=r"^block_tables? entry .*num_blocks = 3"):
+        _table_calls(table, n)[function]()
+
+
+@pytest.mark.parametrize("table, n", [([0, kernels.PAD], 4), ([2, 1, kernels.PAD], 5), ([0, 2], 4), ([1, 0, 2], 12)])
+@pytest.mark.parametrize("function", list(_table_calls([0], 1)))
+def test_pad_past_the_context_is_accepted_everywhere(function: str, table: list[int], n: int) -> None:
+    _table_calls(table, n)[function]()
+
+
+# ---- dtypes and flags ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64, np.int8, np.int32])
+def test_indices_of_any_integer_dtype_work(dtype: type) -> None:
+    rng = np.random.default_rng(4)
+    kc, vc = rng.normal(size=(2, 4, 4, 1, 2)).astype(np.float32)
+    q = rng.normal(size=(2, 2, 2)).astype(np.float32)
+    tables, lens = np.array([[2, 0], [1, 3]]), np.array([6, 3])
+    want = kernels.paged_attention(q, kc, vc, tables, lens)
+    np.testing.assert_array_equal(kernels.paged_attention(q, kc, vc, tables.astype(dtype), lens.astype(dtype)), want)
+    table, n = tables[0].astype(dtype), dtype(6)
+    np.testing.assert_array_equal(kernels.gather_kv(kc, table, n), kernels.gather_kv(kc, tables[0], 6))
+    np.testing.assert_array_equal(kernels.paged_prefill_attention(q[:1], kc, vc, table, n),
+                                  kernels.paged_prefill_attention(q[:1], kc, vc, tables[0], 6))
+    assert kernels.slot_mapping(table, dtype(1), dtype(5), dtype(4)).tolist() == [9, 10, 11, 0, 1]
+
+
+def test_causal_must_be_a_bool() -> None:
+    q, k = np.zeros((1, 1, 2)), np.zeros((2, 1, 2))
+    for bad in ("no", None, 0, 1):
+        with pytest.raises(ValueError, match="^causal must be a bool"):
+            kernels.attention(q, k, k, causal=bad)
+    np.testing.assert_array_equal(kernels.attention(q, k, k, causal=np.bool_(False)), kernels.attention(q, k, k, False))
+
+
+def _array_arguments() -> list[tuple[str, str, dict, object]]:
+    """(function, parameter, good keyword arguments, call) for every array argument of every public function."""
+    kc, vc = np.zeros((2, 3, 4, 1, 2), np.float32)
+    q, kv, table = np.zeros((2, 2, 2), np.float32), np.zeros((3, 1, 2), np.float32), np.array([0, 1])
+    calls = {
+        "attention": (kernels.attention, dict(q=q, k=kv, v=kv)),
+        "paged_attention": (kernels.paged_attention, dict(q=q[:1], k_cache=kc, v_cache=vc, block_tables=table[None],
+                                                          context_lens=np.array([5]))),
+        "paged_prefill_attention": (kernels.paged_prefill_attention, dict(q=q, k_cache=kc, v_cache=vc,
+                                                                          block_table=table, context_len=5)),
+        "gather_kv": (kernels.gather_kv, dict(cache=kc, block_table=table, n_tokens=5)),
+        "write_kv": (kernels.write_kv, dict(k_cache=kc, v_cache=vc, block_table=table, start=2, k=kv, v=kv)),
+        "slot_mapping": (kernels.slot_mapping, dict(block_table=table, start=0, n_tokens=5, block_size=4)),
+    }
+    return [(name, p, args, f) for name, (f, args) in calls.items()
+            for p, a in args.items() if isinstance(a, np.ndarray)]
+
+
+@pytest.mark.parametrize("bad", [bool, object, complex])
+@pytest.mark.parametrize("function, param, args, call", _array_arguments(),
+                         ids=lambda x: x if isinstance(x, str) else "")
+def test_bool_object_and_complex_arrays_are_refused(function: str, param: str, args: dict, call, bad: type) -> None:
+    call(**args)  # the good arguments work
+    with pytest.raises((ValueError, TypeError), match=rf"^{param}\b"):
+        call(**{**args, param: args[param].astype(bad)})
+
+
+# ---- finite in, finite out ----------------------------------------------------------------------------------
+
+def test_scores_beyond_float32_still_give_the_limit() -> None:
+    q = np.full((1, 1, 4), 1e20, np.float32)
+    k = np.array([[[1e20] * 4], [[-1e20] * 4], [[1e20, -1e20] * 2]], np.float32)  # q.k: +inf, -inf, 0 - 0 in float32
+    v = np.array([[[1.0, 0, 0, 0]], [[0, 1.0, 0, 0]], [[0, 0, 1.0, 0]]], np.float32)
+    np.testing.assert_array_equal(kernels.attention(q, k, v, causal=False)[0, 0], [1, 0, 0, 0])
+    np.testing.assert_array_equal(kernels.attention(q, k[1:], v[1:], causal=False)[0, 0], [0, 0, 1, 0])
+    kc, vc = k[None], v[None]  # one block of 3 slots
+    np.testing.assert_array_equal(kernels.paged_attention(q, kc, vc, [[0]], [3])[0, 0], [1, 0, 0, 0])
+    top = np.finfo(np.float32).max  # two equal scores of +inf in float32, averaging two rows at float32's limit
+    np.testing.assert_array_equal(kernels.attention(q, k[[0, 0]], np.full((2, 1, 4), top), causal=False), top)
+
+
+def test_values_beyond_the_compute_or_storage_dtype_are_refused() -> None:
+    ok, huge = np.zeros((1, 1, 2)), np.full((1, 1, 2), 1e39)
+    for name in ("q", "k", "v"):
+        with pytest.raises(ValueError, match=rf"^{name} must fit float32"):
+            kernels.attention(**{"q": ok, "k": ok, "v": ok, name: huge})
+    with pytest.raises(ValueError, match="^v_cache must fit float32"):
+        kernels.paged_attention(ok, ok[None], huge[None], [[0]], [1])
+    kc = np.zeros((1, 4, 1, 2), np.float16)
+    with pytest.raises(ValueError, match="^k must fit float16"):
+        kernels.write_kv(kc, kc.copy(), [0], 0, np.full((1, 1, 2), 1e5), ok)
+    with pytest.raises(ValueError, match="^k_cache .* floating"):
+        kernels.write_kv(kc.astype(np.int32), kc.astype(np.int32), [0], 0, ok, ok)
