@@ -138,6 +138,93 @@ def test_distribution_inputs_are_validated():
         chi_square_critical(3, 1.5)
 
 
+
+# ---- input checks: every row and every draft token, before any draw -----------------------------
+THIRDS = [1 / 3, 1 / 3, 1 / 3]
+
+
+@pytest.mark.parametrize("row", [[0.0, 1.5, 0.0], [np.nan, 1.0, 0.0], [0.0, 1.0, np.inf]],
+                         ids=["unnormalised", "nan", "inf"])
+def test_verify_sample_checks_the_rows_of_accepted_drafts(row):
+    """Draft 1 has p >= q = 1, so it is always accepted: the bad row 0 is never sampled from, yet must be refused."""
+    with pytest.raises(ValueError, match="p_rows"):
+        S.verify_sample([row, THIRDS], None, [1], np.random.default_rng(0))
+
+
+def test_verify_sample_refuses_a_negative_probability_for_every_draw():
+    for seed in range(20):  # p(draft) = 0.5: about half the draws reject and used to reach the check
+        with pytest.raises(ValueError, match="p_rows"):
+            S.verify_sample([[-0.5, 0.5, 1.0], THIRDS], None, [1], np.random.default_rng(seed))
+
+
+def test_verify_sample_checks_every_draft_row_and_its_length():
+    p = [[0.0, 1.0, 0.0], THIRDS]
+    with pytest.raises(ValueError, match="q_rows"):
+        S.verify_sample(p, [[0.0, 0.5, 0.0]], [1], np.random.default_rng(0))  # accepted: p/q = 2
+    with pytest.raises(ValueError, match="q_rows"):
+        S.verify_sample(p, [[0.0, 1.0, 0.0, 0.0]], [1], np.random.default_rng(0))
+    with pytest.raises(ValueError, match="p_rows"):
+        S.verify_sample([[0.0, 1.0, 0.0], [0.5, 0.5]], None, [1], np.random.default_rng(0))  # ragged
+    with pytest.raises(ValueError, match="draft"):  # q gives the draft no probability: it was not drawn from q
+        S.verify_sample(p, [[1.0, 0.0, 0.0]], [1], np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("draft", [[2.7], [2.0], [True], [3], [-1], ["a"], [None], np.array([1.0])],
+                         ids=["float", "integral-float", "bool", "too-large", "negative", "str", "none", "float-array"])
+def test_verify_sample_draft_tokens_are_integer_ids_in_the_vocabulary(draft):
+    with pytest.raises(ValueError, match="draft"):
+        S.verify_sample([[0.0, 0.0, 1.0], THIRDS], None, draft, np.random.default_rng(0))
+
+
+def test_verify_sample_takes_a_generator_or_an_int_seed():
+    p = np.random.default_rng(1).dirichlet(np.ones(6), size=3)
+    for bad in (None, True, -1, 1.5, "7", np.random.RandomState(0)):
+        with pytest.raises(ValueError, match="rng"):
+            S.verify_sample(p, None, [2, 4], bad)
+    seeded = S.verify_sample(p, None, [2, 4], 11)
+    assert seeded == S.verify_sample(p, None, np.array([2, 4]), np.random.default_rng(11))
+    assert seeded == S.verify_sample(p, None, [np.int64(2), 4], np.int64(11))
+    assert S.verify_sample([[1.0, 0.0]], None, [], 0) == S.Verdict((), 0, (0,))  # no drafts: one draw from p
+
+
+def test_distribution_functions_check_their_inputs_alike():
+    fns = (S.acceptance_probability, S.acceptance_rate, S.residual, S.emission_distribution)
+    for fn in fns:
+        for bad in ([np.nan, 1.0], [-0.5, 1.5], [0.5, 0.6], [True, False], ["0.5", "0.5"], [], [[0.5, 0.5]]):
+            with pytest.raises(ValueError, match=r"^q\b"):
+                fn([0.5, 0.5], bad)
+            with pytest.raises(ValueError, match=r"^p\b"):
+                fn(bad, [0.5, 0.5])
+    with pytest.raises(ValueError, match="rng"):
+        S.sample_position([0.5, 0.5], [0.5, 0.5], 10, None)
+    tokens, _ = S.sample_position([0.5, 0.5], [0.5, 0.5], 10, 3)
+    assert tokens.tolist() == S.sample_position([0.5, 0.5], [0.5, 0.5], 10, np.random.default_rng(3))[0].tolist()
+
+
+def test_greedy_verify_compares_whole_tokens_and_refuses_bad_ones():
+    v = S.greedy_verify([(1, 2)], [(1, 3), (3, 4)])  # tuples are tokens, not rows of an array
+    assert v.accepted == 0 and v.emitted == ((1, 3),)
+    assert S.greedy_verify(np.array([3, 1]), [3, 1, 4]).emitted == (3, 1, 4)
+    with pytest.raises(ValueError, match="draft"):
+        S.greedy_verify([True], [1, 2])  # True == 1 would match token 1
+    with pytest.raises(ValueError, match="draft"):
+        S.greedy_verify([[1]], [[1], 2])
+    with pytest.raises(ValueError, match="target"):
+        S.greedy_verify([1], [1, {2: 3}])
+    with pytest.raises(ValueError, match="draft"):
+        S.greedy_verify(5, [5])
+    with pytest.raises(ValueError, match="accepted"):
+        S.Verdict((1,), True, (1, 2))
+
+
+def test_two_symbol_paths_checks_its_arguments():
+    for drafted in (True, 1.0, 2, "A"):
+        with pytest.raises(ValueError, match="drafted"):
+            S.two_symbol_paths(0.25, drafted)
+    for p_first in (1.5, -0.1, np.nan, True):
+        with pytest.raises(ValueError, match="p_first"):
+            S.two_symbol_paths(p_first, 0)
+
 # ---- round arithmetic (8.5.2) --------------------------------------------------------------------
 def test_expected_tokens_per_round():
     assert round(S.expected_tokens(AAAA), 2) == 1.33

@@ -1,5 +1,7 @@
 """Request timeline and metrics of sections 8.1.1 and 8.1.3."""
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -8,14 +10,8 @@ from hypothesis import strategies as st
 from inferlab.calibration import prefill_time
 from inferlab.hardware import ACCELERATORS
 from inferlab.models import MODELS
-from inferlab.timeline import (
-    RequestTimes,
-    decode_throughput,
-    itls_by_request,
-    request_time,
-    single_request,
-    summarize,
-)
+from inferlab.timeline import (RequestTimes, decode_throughput, itls_by_request, request_time, single_request,
+                               summarize)
 
 
 def test_single_request_of_the_chapter() -> None:
@@ -91,7 +87,7 @@ def test_running_example_single_request() -> None:
     assert round(example.single_short_request({100: example.SINGLE_PREFILL_S}).request_time_s, 2) == 7.05
 
 
-# ---- storage and vectorized metrics (issue 8: RequestTimes cheap to build, ITLs computed when asked) ----
+# ---- storage and vectorized metrics: RequestTimes cheap to build, ITLs computed when asked ----
 def test_token_times_are_a_read_only_array() -> None:
     r = RequestTimes(0.0, (0.1, 0.2, 0.4))
     assert isinstance(r.token_times_s, np.ndarray) and r.token_times_s.dtype == np.float64
@@ -125,17 +121,39 @@ timelines = st.lists(
 @given(timelines)
 def test_vectorized_metrics_equal_the_per_request_ones(requests) -> None:
     longest, mean = itls_by_request(requests)
-    assert longest.tolist() == [r.max_itl_s for r in requests]
-    assert mean == pytest.approx([r.mean_itl_s for r in requests], rel=1e-12, abs=1e-15)
+    np.testing.assert_array_equal(longest, [r.max_itl_s for r in requests])  # NaN (no gap) matches NaN
+    np.testing.assert_allclose(mean, [r.mean_itl_s for r in requests], rtol=1e-12, atol=1e-15)
     s = summarize(requests)
-    # bit for bit the formulas summarize used before it was vectorized
+    # bit for bit the formulas summarize used before it was vectorized, over the gaps that exist
     itls = np.concatenate([r.itls_s for r in requests])
     span = max(r.token_times_s[-1] for r in requests) - min(r.arrival_s for r in requests)
     assert s["mean_ttft_s"] == float(np.mean([r.ttft_s for r in requests]))
-    assert s["mean_itl_s"] == (float(itls.mean()) if itls.size else 0.0)
-    assert s["max_itl_s"] == (float(itls.max()) if itls.size else 0.0)
+    assert (s["mean_itl_s"] == float(itls.mean())) if itls.size else math.isnan(s["mean_itl_s"])
+    assert (s["max_itl_s"] == float(itls.max())) if itls.size else math.isnan(s["max_itl_s"])
     assert s["makespan_s"] == span
 
+
+
+# ---- one output token: no inter-token gap, so no ITL (NaN), and no zero gap in any summary ----
+def test_a_single_token_has_no_inter_token_latency() -> None:
+    one = RequestTimes(0.0, (0.3,))
+    assert one.itls_s.size == 0 and one.ttft_s == 0.3 and one.request_time_s == 0.3
+    assert math.isnan(one.max_itl_s) and math.isnan(one.mean_itl_s)
+    assert math.isnan(single_request(0.1, 0.1, 0.02, 1).max_itl_s)
+
+
+def test_requests_without_a_gap_are_skipped_not_counted_as_zero() -> None:
+    one, two = RequestTimes(0.0, (0.3,)), RequestTimes(0.0, (0.1, 0.5))
+    longest, mean = itls_by_request([one, two, one])
+    assert np.isnan(longest[[0, 2]]).all() and np.isnan(mean[[0, 2]]).all()
+    assert longest[1] == pytest.approx(0.4) and mean[1] == pytest.approx(0.4)
+    assert np.nanmin(longest) == pytest.approx(0.4)  # a zero would have been the minimum
+    s = summarize([one, two])
+    assert s["mean_itl_s"] == pytest.approx(0.4) and s["max_itl_s"] == pytest.approx(0.4)
+    assert s["mean_ttft_s"] == pytest.approx(0.2) and s["throughput_tok_s"] == pytest.approx(3 / 0.5)
+    alone = summarize([one, RequestTimes(0.1, (0.2,))])  # no request has a gap: no ITL at all
+    assert math.isnan(alone["mean_itl_s"]) and math.isnan(alone["max_itl_s"])
+    assert alone["makespan_s"] == pytest.approx(0.3) and alone["throughput_tok_s"] == pytest.approx(2 / 0.3)
 
 def test_vectorized_metrics_need_requests() -> None:
     with pytest.raises(ValueError, match="requests"):

@@ -3,10 +3,15 @@
 Symbols as in ``notation.md``: t_a is the arrival time and t_1 ... t_G the times the G output
 tokens reach the user; TTFT = t_1 - t_a, ITL_j = t_{j+1} - t_j, TPOT = (t_G - t_1)/(G - 1),
 T_request = TTFT + sum_j ITL_j = t_G - t_a (seconds); R_out = b / T_step (tokens/s).
+
+A request with one output token (G = 1) has no inter-token gap: its ITL, TPOT and longest gap are
+undefined and reported as NaN, never as 0. Batch metrics pool the gaps that exist, so such a
+request adds no zero gap to a mean, maximum or percentile; they are NaN when no request has a gap.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral
@@ -71,15 +76,15 @@ class RequestTimes:
 
     @property
     def max_itl_s(self) -> float:
-        """Longest gap between consecutive output tokens (0 for a single token)."""
+        """Longest gap between consecutive output tokens (seconds; NaN for a single token: it has no gap)."""
         itls = self.itls_s
-        return float(itls.max()) if itls.size else 0.0
+        return float(itls.max()) if itls.size else math.nan
 
     @property
     def mean_itl_s(self) -> float:
-        """Mean inter-token latency, the TPOT (t_G - t_1)/(G - 1) in seconds (0 for a single token)."""
+        """Mean inter-token latency, the TPOT (t_G - t_1)/(G - 1) in seconds (NaN for a single token: it has no gap)."""
         itls = self.itls_s
-        return float(itls.mean()) if itls.size else 0.0
+        return float(itls.mean()) if itls.size else math.nan
 
     @property
     def request_time_s(self) -> float:
@@ -135,7 +140,11 @@ def _flat(requests: Sequence[RequestTimes]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def itls_by_request(requests: Sequence[RequestTimes]) -> tuple[np.ndarray, np.ndarray]:
-    """Each request's longest and mean inter-token latency (0 for a single token), vectorized (seconds)."""
+    """Each request's longest and mean inter-token latency, vectorized (seconds; NaN for a single token).
+
+    Aggregate them with NaN-skipping reductions (``np.nanmax``, ``np.fmax.reduce``, pandas): a
+    request without a gap has no ITL, and a plain ``max`` would return NaN.
+    """
     if not requests:
         raise ValueError("requests must not be empty")
     flat, counts = _flat(requests)
@@ -145,12 +154,16 @@ def itls_by_request(requests: Sequence[RequestTimes]) -> tuple[np.ndarray, np.nd
     longest = np.maximum.reduceat(gaps, starts)
     gaps[np.isneginf(gaps)] = 0.0
     n_gaps = counts - 1
-    mean = np.divide(np.add.reduceat(gaps, starts), n_gaps, out=np.zeros(len(counts)), where=n_gaps > 0)
-    return np.where(n_gaps > 0, longest, 0.0), mean
+    mean = np.divide(np.add.reduceat(gaps, starts), n_gaps, out=np.full(len(counts), np.nan), where=n_gaps > 0)
+    return np.where(n_gaps > 0, longest, np.nan), mean
 
 
 def summarize(requests: Sequence[RequestTimes]) -> dict[str, float]:
-    """Batch-level metrics: mean TTFT, mean and max ITL, makespan from the first arrival, output throughput (tokens/s)."""
+    """Batch-level metrics: mean TTFT, mean and max ITL, makespan from the first arrival, output throughput (tokens/s).
+
+    The ITLs are every gap of every request, pooled: a request with one output token adds none
+    (not a zero), and both ITL metrics are NaN when no request has a gap.
+    """
     if not requests:
         raise ValueError("requests must not be empty")
     flat, counts = _flat(requests)
@@ -164,8 +177,8 @@ def summarize(requests: Sequence[RequestTimes]) -> dict[str, float]:
     tokens = int(counts.sum())
     return {
         "mean_ttft_s": float(np.mean(flat[ends - counts] - arrivals)),
-        "mean_itl_s": float(itls.mean()) if itls.size else 0.0,
-        "max_itl_s": float(itls.max()) if itls.size else 0.0,
+        "mean_itl_s": float(itls.mean()) if itls.size else math.nan,
+        "max_itl_s": float(itls.max()) if itls.size else math.nan,
         "makespan_s": span,
         "throughput_tok_s": tokens / span if span > 0 else float("inf"),
     }

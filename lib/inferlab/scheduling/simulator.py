@@ -96,8 +96,8 @@ class Schedule:
 
     @property
     def max_itl_s(self) -> float:
-        """Longest gap between consecutive output tokens of any request."""
-        return float(self._itls[0].max())
+        """Longest gap between consecutive output tokens of any request; NaN when no request has two tokens."""
+        return float(np.fmax.reduce(self._itls[0]))  # fmax skips the NaN of one-token requests
 
     def summary(self) -> dict[str, float]:
         """Batch metrics of ``timeline.summarize`` (makespan from the first arrival) plus the iteration count."""
@@ -107,7 +107,10 @@ class Schedule:
         return out
 
     def table(self) -> "pd.DataFrame":
-        """One row per request: arrival, queueing, TTFT, max and mean ITL, finish (seconds)."""
+        """One row per request: arrival, queueing, TTFT, max and mean ITL, finish (seconds).
+
+        ``max_itl_s`` and ``mean_itl_s`` are NaN for a request with one output token: it has no gap.
+        """
         import pandas as pd
 
         served = list(self.served.values())
@@ -314,9 +317,12 @@ def budget_sweep(requests: Sequence[Request], budgets: Iterable[int], cost: Cost
 
 
 def budget_within_gap(sweep: "pd.DataFrame", gap_limit_s: float) -> int | None:
-    """Largest token budget of a ``budget_sweep`` table whose longest gap stays under ``gap_limit_s``; None if none."""
+    """Largest token budget of a ``budget_sweep`` table whose longest gap stays under ``gap_limit_s``; None if none.
+
+    A budget at which no request has a gap (every request emitted one token: ``max_itl_s`` NaN) exceeds no limit.
+    """
     positive("gap_limit_s", gap_limit_s)
-    ok = [int(b) for b, gap in sweep["max_itl_s"].items() if gap < gap_limit_s]
+    ok = [int(b) for b, gap in sweep["max_itl_s"].items() if np.isnan(gap) or gap < gap_limit_s]
     return max(ok) if ok else None
 
 

@@ -175,13 +175,14 @@ def serve(requests: Sequence[Request], policy: str = "continuous", *, cost: Cost
     ``correct``: the probability an answer is correct (drawn per request with ``seed``) or a mapping
     name -> bool. Columns: arrival_s, status (done / cancelled / rejected / redirected), start_s,
     first_token_s, finish_s, ttft_s, latency_s, max_itl_s, output_tokens, correct, on_time, good.
-    Times of a request that never ran (rejected, redirected, cancelled while queued) are NaN: they did not happen.
+    Times of a request that never ran (rejected, redirected, cancelled while queued) are NaN: they did not happen;
+    so is ``max_itl_s`` of a request that emitted one token (it has no gap).
     """
     run = EngineSetup(policy, cost, max_running, kv_budget_bytes, model, token_budget, chunk_tokens).run
     positive("deadline_s", deadline_s)
     if admission_control is not None:
         one_of("admission_control", admission_control, ("reject", "redirect"))
-    reqs = sorted(requests, key=lambda r: (r.arrival_s, r.name))
+    reqs = sorted(requests, key=lambda r: (r.arrival_s, isinstance(r.name, str), r.name))  # names: int or str
     if not reqs:
         raise ValueError("requests must not be empty")
     names = [r.name for r in reqs]
@@ -212,7 +213,7 @@ def serve(requests: Sequence[Request], policy: str = "continuous", *, cost: Cost
             row.update(status="cancelled" if cut else "done", start_s=s.first_work_s, first_token_s=float(t[0]),
                        finish_s=float(t[-1]), ttft_s=float(t[0]) - r.arrival_s,
                        latency_s=float(t[-1]) - r.arrival_s,
-                       max_itl_s=float(np.diff(t).max()) if len(t) > 1 else 0.0, output_tokens=len(t))
+                       max_itl_s=s.times.max_itl_s, output_tokens=len(t))
         done = row["status"] == "done"
         row["correct"] = bool(flags[r.name]) and done
         row["on_time"] = done and row["latency_s"] <= deadline_s

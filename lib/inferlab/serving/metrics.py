@@ -89,7 +89,8 @@ def summarize_served(records: pd.DataFrame, accelerator: Accelerator = example.A
 
     The GPU is counted busy over the whole observation window (arrival of the first request to the
     last finish); energy is at the card's power limit, so it is an upper bound. Percentiles are over
-    completed requests; ``*_per_good`` is infinite when no answer was good.
+    completed requests (max-ITL percentiles over those with at least two output tokens, NaN if there are
+    none); ``*_per_good`` is infinite when no answer was good.
     """
     r = _check(records)
     start, end = observation_window(r)

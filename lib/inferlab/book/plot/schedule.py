@@ -72,8 +72,9 @@ class _Gantt(InPlace):
         arrivals = np.array([s.request.arrival_s for s in schedule.served.values()]) / ms
         self.arrivals.set_data(arrivals, np.arange(len(self.names)) - _BAR_HEIGHT / 2 - 0.08)
         self.ax.set_xlim(0, (xmax_s if xmax_s is not None else schedule.makespan_s * 1.02) / ms)
+        gap = schedule.max_itl_s
         self.ax.set_title(title or f"{schedule.policy}: all done at {schedule.makespan_s / ms:.0f} ms, "
-                                   f"longest gap {schedule.max_itl_s / ms:.0f} ms")
+                                   + ("no gaps" if np.isnan(gap) else f"longest gap {gap / ms:.0f} ms"))
         return True
 
 
