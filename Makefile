@@ -47,9 +47,10 @@ $(WEB): web/package.json web/package-lock.json
 	cd web && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	touch $(WEB)
 
-# torch only for the GPU code, which CI runs on the CPU at tiny sizes (a CPU build; readers add it with requirements-gpu.txt)
+# torch only for the GPU code, which CI runs on the CPU at tiny sizes (a CPU build; readers add it with requirements-gpu.txt);
+# triton for the paged-attention kernel, which CI runs in Triton's interpreter: 3.7.1 is the one torch 2.13.0's CUDA build requires
 $(TORCH): $(STAMP)
-	$(UV) pip install --quiet --python $(PY) $(UV_LINKS) torch==2.13.0
+	$(UV) pip install --quiet --python $(PY) $(UV_LINKS) torch==2.13.0 triton==3.7.1
 	touch $(TORCH)
 
 drop-stale-cache:
