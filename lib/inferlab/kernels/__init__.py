@@ -3,8 +3,9 @@
 - ``reference``: the numpy reference kernels (causal grouped-query attention, paged attention over block
   tables, and the slot mapping, write and gather that move K/V in and out of the pool);
 - ``paged_kv``: per-layer K/V block pools driven by a ``kvcache.BlockManager``;
-- ``tiny_model``: a tiny Qwen3-style decoder in numpy that runs for real over that cache.
-The GPU measurements (torch, triton) live beside this package in ``inferlab.gpu``.
+- ``tiny_model``: a tiny Qwen3-style decoder in numpy that runs for real over that cache;
+- ``triton_paged``: the same decode attention in Triton, reading K/V in place through the block table (it
+  imports torch and triton, so it is not imported here; the GPU measurements in ``inferlab.gpu`` run it).
 """
 
 from .paged_kv import PagedKVCache
