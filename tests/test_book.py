@@ -33,3 +33,18 @@ def test_glue_writes_what_myst_nb_reads(tmp_path) -> None:
 
     assert book.GLUE_PREFIX == GLUE_PREFIX and set(found) == {"ratio", "n"}
     assert found["ratio"]["data"]["text/plain"] == "31.4865" and found["n"]["data"]["text/plain"] == "37"
+
+
+def test_source_of_reads_a_kernel_without_importing_its_module() -> None:
+    import subprocess
+    import sys
+
+    text = book.source_of("inferlab.kernels.triton_paged", "_paged_decode")
+    assert text.startswith("@triton.jit\ndef _paged_decode(") and "tl.dot" in text
+    code = ("import sys; from inferlab import book; book.source_of('inferlab.kernels.triton_paged', '_paged_decode'); "
+            "assert not {'torch', 'triton', 'inferlab.kernels.triton_paged'} & set(sys.modules), 'imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    with pytest.raises(ValueError, match="name must be a top-level function"):
+        book.source_of("inferlab.kernels.triton_paged", "no_such_kernel")
+    with pytest.raises(ValueError, match="module must name"):
+        book.source_of("inferlab.no_such_module", "x")

@@ -1,5 +1,7 @@
 """GGML block formats byte for byte (against the gguf package), FP8/BF16 rounding, and format sizes (8.4.1)."""
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -12,6 +14,7 @@ gguf = pytest.importorskip("gguf")
 from gguf import GGMLQuantizationType as T  # noqa: E402
 
 GGUF_TYPES = {"q8_0": T.Q8_0, "q4_0": T.Q4_0, "q2_K": T.Q2_K}
+F16_MAX = float(np.finfo(np.float16).max)  # 65504: GGML stores block scales in float16
 
 
 def weights(shape, seed=0, scale=0.02) -> np.ndarray:
@@ -174,3 +177,134 @@ def test_q2_K_encoder_matches_ggml_reference_digest() -> None:
     x[2] = np.abs(x[2])
     digest = hashlib.sha256(quantize(x, "q2_K").tobytes()).hexdigest()
     assert digest == "0bb4a2b04bffc1749631fa3121fa7583921c29b2699dd3f0c57da004b5922b8b"
+
+
+@pytest.mark.parametrize("fmt, big, ok", [
+    ("q8_0", 127 * F16_MAX, 127 * F16_MAX),  # scale max|x| / 127
+    ("q4_0", 8 * F16_MAX, 8 * F16_MAX),  # scale max|x| / 8
+    ("q2_K", 3e6, 2.9e6),  # scale about (max - min(x, 0)) / 3 / 15: the limit 3 x 15 x 65504 = 2.95e6 is approximate
+    ("q2_K", -1e6, -9.5e5),  # min about -min(x, 0) / 15: the limit 15 x 65504 = 9.8e5
+])
+def test_block_scale_beyond_float16_is_refused(fmt: str, big: float, ok: float) -> None:
+    """A finite block whose scale overflows float16 raised nothing and decoded to inf/NaN (with a numpy warning)."""
+    bv = block_format(fmt).block_values
+    x = np.zeros((2, 2 * bv), np.float32)
+    x[1, bv:] = 1.0
+    x[1, bv] = np.nextafter(np.float32(big), np.float32(np.copysign(np.inf, big)))  # just past the limit: block 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=rf"^x: block 3 .*float16.*{fmt}"):
+            quantize(x, fmt)
+        x[1, bv] = ok
+        y = formats.round_trip(x, fmt)
+    assert np.isfinite(y).all() and abs(y[1, bv] - ok) <= 0.05 * abs(ok)
+
+
+def test_q4_0_overflow_example_from_the_report() -> None:
+    x = np.zeros(32, np.float32)
+    x[0], x[1] = 6e5, 1
+    with pytest.raises(ValueError, match=r"block 0 .*8 x 65504 = 524032"):
+        formats.round_trip(x, "q4_0")
+
+
+@settings(max_examples=30, deadline=None)
+@given(hnp.arrays(np.float32, (1, 256), elements=st.floats(width=32, allow_nan=False, allow_infinity=False)))
+def test_any_finite_input_is_refused_or_decodes_finite(x: np.ndarray) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for fmt in formats.GGML_FORMATS:
+            try:
+                y = formats.round_trip(x, fmt)
+            except ValueError as e:
+                assert "float16" in str(e)
+            else:
+                assert np.isfinite(y).all()
+
+
+@pytest.mark.parametrize("x", [np.array([1e-45, 0], np.float32), np.array([3e-43, -1e-44, 0], np.float32),
+                               np.float32(1e-40) * np.arange(-8, 8, dtype=np.float32)])
+def test_fp8_tiny_tensor_round_trips_finite(x: np.ndarray) -> None:
+    """max|x| / 448 underflowed float32 to 0: zeros decoded as 0/0 = NaN."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        codes, scale = formats.fp8_e4m3_encode(x)
+        y = formats.fp8_e4m3_decode(codes, scale)
+    assert np.isfinite(y).all() and (y[x == 0] == 0).all()
+    i = np.abs(x).argmax()
+    assert abs(y[i] - x[i]) <= 2 ** -4 * abs(x[i])  # the largest value keeps e4m3's precision
+
+
+def test_fp8_explicit_scale_must_fit_float32() -> None:
+    with pytest.raises(ValueError, match="scale"):
+        formats.fp8_e4m3_round_trip(np.array([1.0, 0.0]), scale=1e-50)  # 0 in float32: 0/0 = NaN
+    with pytest.raises(ValueError, match="scale"):
+        formats.fp8_e4m3_decode(np.array([0x7E, 0], np.uint8), scale=1e39)  # inf in float32: 0 x inf = NaN
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = formats.fp8_e4m3_round_trip(np.array([1.0, 0.0]), scale=1e-40)  # a subnormal scale saturates
+    assert np.array_equal(y, np.float32(448) * np.float32(1e-40) * np.array([1, 0], np.float32))
+
+
+CALLS = {
+    "quantize": (lambda v: quantize(v, "q8_0"), "x"), "round_trip q4_0": (lambda v: formats.round_trip(v, "q4_0"), "x"),
+    "round_trip bf16": (lambda v: formats.round_trip(v, "bf16"), "x"),
+    "round_trip fp8": (lambda v: formats.round_trip(v, "fp8_e4m3"), "x"), "to_bf16": (formats.to_bf16, "x"),
+    "fp8_e4m3_scale": (formats.fp8_e4m3_scale, "x"), "fp8_e4m3_encode": (formats.fp8_e4m3_encode, "x"),
+    "fp8_e4m3_round_trip": (formats.fp8_e4m3_round_trip, "x"), "dequantize": (lambda v: dequantize(v, "q8_0"), "data"),
+    "fp8_e4m3_decode": (formats.fp8_e4m3_decode, "codes"), "q2_K_fields": (formats.q2_K_fields, "block"),
+}
+
+
+@pytest.mark.parametrize("bad", [np.full(32, 1 + 2j), np.ones(32, bool), np.ones(32, object)],
+                         ids=["complex", "bool", "object"])
+@pytest.mark.parametrize("call, name", CALLS.values(), ids=CALLS.keys())
+def test_complex_bool_object_refused(call, name: str, bad: np.ndarray) -> None:
+    """Complex input was accepted with a ComplexWarning (its imaginary part dropped), bool and object silently."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=rf"^{name} must"):
+            call(bad)
+
+
+def test_q2_K_subnormal_and_zero_blocks_match_ggml_reference() -> None:
+    """Bytes of ggml's C ``quantize_row_q2_K_ref`` (gcc -O2 -ffp-contract=off, run outside this repository).
+
+    On float32-subnormal sub-blocks 3 / (max - min) overflows to inf; ggml's nearest_int turns inf and NaN into
+    codes 0 (numpy's rint and clip made them 3, bytes 0xFF). d = 0 there, so the decoded values were equal.
+    """
+    import hashlib
+
+    rng = np.random.default_rng(7)
+    x = np.zeros((6, 256), np.float32)
+    x[0] = rng.uniform(-1, 1, 256) * 1e-39  # subnormal, both signs
+    x[1] = rng.uniform(0, 1, 256) * 1e-39  # subnormal, positive
+    x[2] = -rng.uniform(0, 1, 256) * 1e-39  # subnormal, negative
+    x[3] = np.float32(1e-40) * np.arange(256)  # up to 2.55e-38: 3 / (max - min) is finite in the later sub-blocks
+    x[4] = rng.standard_normal(256) * 0.02
+    x[4, 32:64] = rng.uniform(-1, 1, 32) * 1e-39  # two subnormal sub-blocks in a normal block
+    x[5] = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        q = quantize(x, "q2_K")
+    zero = np.zeros(84, np.uint8)
+    for i in (0, 1, 2, 5):
+        assert np.array_equal(q[i], zero)
+    codes = b"\xc0" * 16 + b"\xf0" * 16 + b"\xff" * 32  # code 3 in sub-blocks 5-15, where 3 / max is finite
+    assert q[3].tobytes() == bytes(16) + codes + bytes(4)  # scale and min codes 0, d = dmin = 0
+    z = x[4].copy()
+    z[32:64] = 0
+    assert np.array_equal(q[4], quantize(z, "q2_K"))  # subnormal sub-blocks store like zero ones
+    assert hashlib.sha256(q.tobytes()).hexdigest() == "795e3571d56abab9d004f00e18466dcdaa59ab75bbd567c8e673f244ee1493f3"
+
+
+def test_q2_K_requantization_past_2_22_follows_ggml_nearest_int() -> None:
+    """Where (x + dm) / d passes 2^22, ggml's nearest_int (a float32 bit trick) stops rounding and its codes are
+    not numpy's rint-and-clip; bytes of the C reference, as above."""
+    import hashlib
+
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((1, 256)) * 3e-4).astype(np.float32)
+    x[0, :16] = -2e5  # dmin = 2e5 / 15: sub-block 1's min code rounds to 0, so dm = 0 there
+    x[0, 16:32] -= 5000  # and (x + dm) / d is about -5000 / 3.2e-4 = -1.6e7
+    digest = hashlib.sha256(quantize(x, "q2_K").tobytes()).hexdigest()
+    assert digest == "c8620104e189e901a98ae377a60db07d35e0dd7052ae5b08e0f6ac632b1811bd"

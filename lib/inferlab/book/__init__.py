@@ -7,6 +7,6 @@
 - ``install_cell``: the first cell of every notebook (installs ``inferlab`` on Colab and JupyterLite).
 """
 
-from .prose import GLUE_PREFIX, glue, plain
+from .prose import GLUE_PREFIX, glue, plain, source_of
 
-__all__ = ["GLUE_PREFIX", "glue", "plain"]
+__all__ = ["GLUE_PREFIX", "glue", "plain", "source_of"]

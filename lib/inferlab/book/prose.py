@@ -11,7 +11,7 @@ import math
 from numbers import Integral, Real
 from typing import Any
 
-__all__ = ["glue", "plain"]
+__all__ = ["glue", "plain", "source_of"]
 
 
 def plain(name: str, value: Any) -> int | float | str:
@@ -53,3 +53,23 @@ def glue(**values: Any) -> dict[str, int | float | str]:
         metadata["scrapbook"] = {"name": name, "mime_prefix": GLUE_PREFIX}
         display({GLUE_PREFIX + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)
     return clean
+
+
+def source_of(module: str, name: str) -> str:
+    """The source text of top-level function or class ``name`` of ``module``, read from its file, not imported.
+
+    A page can show a kernel whose module needs what the reader may lack (torch, triton) without importing it.
+    """
+    import ast
+    from importlib.util import find_spec
+
+    spec = find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"module must name an importable module, got {module!r}")
+    with open(spec.origin, encoding="utf-8") as f:
+        text = f.read()
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            return "\n".join(text.splitlines()[start - 1:node.end_lineno])
+    raise ValueError(f"name must be a top-level function or class of {module}, got {name!r}")

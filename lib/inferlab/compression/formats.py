@@ -11,10 +11,12 @@ A format stores values in blocks: low-bit codes plus per-block metadata (scales,
 
 Encoders follow ggml's reference ``quantize_row_*_ref`` in float32, so q8_0 and q4_0 bytes equal the
 ``gguf`` package's and q2_K the C reference's; the work is vectorized over blocks in cache-sized chunks.
+Scales are stored in float16, so a block must stay within 65504 x its code range (``quantize`` refuses more).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +26,9 @@ from .._validate import one_of, positive
 _CHUNK_VALUES = 1 << 16  # values processed per pass: keeps the temporaries in cache
 _JUST_BELOW_HALF = np.nextafter(np.float32(0.5), np.float32(0))
 _BYTE_ONES = np.uint64(0x0101010101010101)
+_F16_MAX = float(np.finfo(np.float16).max)  # 65504, the largest block scale GGML can store
+_F32 = np.finfo(np.float32)
+_F32_SUBNORMAL = float(_F32.smallest_subnormal)  # 2^-149
 
 
 @dataclass(frozen=True)
@@ -114,9 +119,14 @@ def _round_away_int8(v: np.ndarray) -> np.ndarray:
     return r.astype(np.int8)  # float -> int casts truncate toward zero
 
 
+def _fp16(d: np.ndarray) -> np.ndarray:
+    """float32 scales -> float16, round to nearest even; |d| above 65504 (or NaN) -> inf, which quantize refuses."""
+    return np.where(np.abs(d) <= _F16_MAX, d, np.float32(np.inf)).astype(np.float16)
+
+
 def _fp16_bytes(d: np.ndarray) -> np.ndarray:
-    """float32 column (n, 1) -> its fp16 bytes (n, 2), round to nearest even."""
-    return d.astype(np.float16).view(np.uint8)
+    """float32 column (n, 1) -> its fp16 bytes (n, 2), as ``_fp16``."""
+    return _fp16(d).view(np.uint8)
 
 
 def _fp16_at(blocks: np.ndarray, offset: int) -> np.ndarray:
@@ -124,25 +134,31 @@ def _fp16_at(blocks: np.ndarray, offset: int) -> np.ndarray:
     return np.ascontiguousarray(blocks[:, offset:offset + 2]).view(np.float16).astype(np.float32)
 
 
+def _finite_float32(x: np.ndarray, name: str = "x") -> np.ndarray:
+    """``x`` as a float32 array; ValueError unless it holds finite real numbers (not bool, complex or objects)."""
+    x = np.asarray(x)
+    if x.dtype.kind not in "fiu" and x.dtype.type.__module__ != "ml_dtypes":  # ml_dtypes' bfloat16, float8 ...
+        raise ValueError(f"{name} must hold real numbers (float or integer), got dtype {x.dtype}")
+    x = x.astype(np.float32, copy=False)
+    if not np.isfinite(x).all():
+        raise ValueError(f"{name} must be finite in float32 (no NaN or inf)")
+    return x
+
+
 def _check_values(x: np.ndarray, fmt: BlockFormat) -> np.ndarray:
     x = np.asarray(x)
     if x.ndim == 0 or x.shape[-1] % fmt.block_values:
         raise ValueError(f"x must have a last axis that is a multiple of {fmt.block_values} for {fmt.name}, "
                          f"got shape {x.shape}")
-    if not np.issubdtype(x.dtype, np.floating) and not np.issubdtype(x.dtype, np.integer):
-        raise ValueError(f"x must hold real numbers, got dtype {x.dtype}")
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    if not np.isfinite(x).all():
-        raise ValueError("x must be finite (no NaN or inf)")
-    return x
+    return np.ascontiguousarray(_finite_float32(x))
 
 
-def _check_bytes(data: np.ndarray, fmt: BlockFormat) -> np.ndarray:
+def _check_bytes(data: np.ndarray, fmt: BlockFormat, name: str = "data") -> np.ndarray:
     data = np.asarray(data)
     if data.dtype != np.uint8:
-        raise ValueError(f"data must be a uint8 array of {fmt.name} blocks, got dtype {data.dtype}")
+        raise ValueError(f"{name} must be a uint8 array of {fmt.name} blocks, got dtype {data.dtype}")
     if data.ndim == 0 or data.shape[-1] % fmt.block_bytes:
-        raise ValueError(f"data must have a last axis that is a multiple of {fmt.block_bytes} bytes for "
+        raise ValueError(f"{name} must have a last axis that is a multiple of {fmt.block_bytes} bytes for "
                          f"{fmt.name}, got shape {data.shape}")
     return np.ascontiguousarray(data)
 
@@ -196,6 +212,22 @@ def _q4_0_decode(blk: np.ndarray, out: np.ndarray) -> None:
 # ---- q2_K ---------------------------------------------------------------------------------
 
 _STEPS = list(np.float32(-0.5) + np.float32(0.1) * np.arange(16, dtype=np.float32) + np.float32(3))
+_ROUNDER = np.float32(12582912)  # 1.5 x 2^23: v + _ROUNDER holds round(v) in its low 23 bits
+
+
+def _nearest_int(v: np.ndarray) -> np.ndarray:
+    """ggml's nearest_int on float32 ``v`` (int32): round half to even for |v| < 2^22; inf -> -2^22, NaN -> 0."""
+    i = (v + _ROUNDER).view(np.int32)
+    i &= 0x7FFFFF
+    i -= 0x400000
+    return i
+
+
+def _codes(v: np.ndarray) -> np.ndarray:
+    """ggml's MAX(0, MIN(3, nearest_int(v))) as float32: inf and NaN (subnormal sub-blocks) give 0."""
+    i = _nearest_int(v)
+    np.clip(i, 0, 3, out=i)  # in place: several times faster than a new int32 array here
+    return i.astype(np.float32)
 
 
 def _seqsum(a: np.ndarray) -> np.ndarray:
@@ -219,17 +251,16 @@ def _qkx2(xt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     sum_w = _seqsum(w)
     sum_x = _seqsum(w * xt)
     flat = mx == mn
-    iscale = f32(3) / np.where(flat, f32(1), mx - mn)
+    iscale = f32(3) / np.where(flat, f32(1), mx - mn)  # inf where max - min is below 8.8e-39
     scale = f32(1) / iscale
-    L = np.clip(np.rint(iscale * (xt - mn)), 0, 3)
+    L = _codes(iscale * (xt - mn))
     best = _seqsum(w * np.abs(scale * L + mn - xt))
 
     # ggml runs the 16 trial scales in order and a step it accepts moves ``min`` for the next ones,
     # so the steps stay a loop (each one vectorized over all sub-blocks)
     for step in _STEPS:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            iscale = step / np.where(flat, f32(1), mx - mn)
-        La = np.clip(np.rint(iscale * (xt - mn)), 0, 3)
+        iscale = step / np.where(flat, f32(1), mx - mn)
+        La = _codes(iscale * (xt - mn))
         wl = w * La
         sum_l, sum_l2, sum_xl = _seqsum(wl), _seqsum(wl * La), _seqsum(wl * xt)
         D = sum_w * sum_l2 - sum_l * sum_l
@@ -239,8 +270,7 @@ def _qkx2(xt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         this_min = (sum_l2 * sum_x - sum_l * sum_xl) / Ds
         pos = this_min > 0
         if pos.any():
-            with np.errstate(divide="ignore", invalid="ignore"):
-                this_scale = np.where(pos, sum_xl / sum_l2, this_scale)
+            this_scale = np.where(pos, sum_xl / sum_l2, this_scale)
             this_min = np.where(pos, f32(0), this_min)
         err = _seqsum(w * np.abs(this_scale * La + this_min - xt))
         take = ok & (err < best)
@@ -253,10 +283,9 @@ def _qkx2(xt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return L, scale.astype(f32), (-mn).astype(f32)
 
 
-def _nearest(v: np.ndarray) -> np.ndarray:
-    return np.rint(v).astype(np.int32)
-
-
+# float32 as ggml computes it: sub-blocks of subnormals overflow 1 / (max - min), blocks past float16's range
+# overflow (quantize refuses them)
+@np.errstate(over="ignore", invalid="ignore", divide="ignore")
 def _q2_K_encode(b: np.ndarray, out: np.ndarray) -> None:
     f32 = np.float32
     n = b.shape[0]
@@ -264,21 +293,18 @@ def _q2_K_encode(b: np.ndarray, out: np.ndarray) -> None:
     L, scales, mins = L.T.reshape(n, 16, 16), scales.reshape(n, 16), mins.reshape(n, 16)
     max_scale = np.maximum(scales.max(axis=1), f32(0))
     max_min = np.maximum(mins.max(axis=1), f32(0))
-    with np.errstate(divide="ignore"):
-        isc = np.where(max_scale > 0, f32(15) / max_scale, f32(0))
-        imn = np.where(max_min > 0, f32(15) / max_min, f32(0))
-    sc = np.where(max_scale[:, None] > 0, _nearest(isc[:, None] * scales), 0)
-    sc = sc | np.where(max_min[:, None] > 0, _nearest(imn[:, None] * mins) << 4, 0)
+    isc = np.where(max_scale > 0, f32(15) / max_scale, f32(0))
+    imn = np.where(max_min > 0, f32(15) / max_min, f32(0))
+    sc = np.where(max_scale[:, None] > 0, _nearest_int(isc[:, None] * scales), 0)
+    sc = sc | np.where(max_min[:, None] > 0, _nearest_int(imn[:, None] * mins) << 4, 0)
     sc = (sc & 0xFF).astype(np.uint8)
-    d16 = (max_scale / f32(15)).astype(np.float16)
-    dmin16 = (max_min / f32(15)).astype(np.float16)
+    d16 = _fp16(max_scale / f32(15))
+    dmin16 = _fp16(max_min / f32(15))
 
     d = d16.astype(f32)[:, None] * (sc & 15).astype(f32)  # (n, 16)
     dm = dmin16.astype(f32)[:, None] * (sc >> 4).astype(f32)
-    live = d != 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        requant = np.clip(np.rint((b.reshape(n, 16, 16) + dm[:, :, None]) / d[:, :, None]), 0, 3)
-    L = np.where(live[:, :, None], requant, L).astype(np.uint8)
+    requant = _codes((b.reshape(n, 16, 16) + dm[:, :, None]) / d[:, :, None])
+    L = np.where((d != 0)[:, :, None], requant, L).astype(np.uint8)
 
     q = L.reshape(n, 2, 4, 32) << np.array([0, 2, 4, 6], np.uint8)[None, None, :, None]
     out[:, :16] = sc
@@ -307,7 +333,7 @@ def q2_K_fields(block: np.ndarray) -> "pd.DataFrame":
     """The 16 sub-blocks of one q2_K block: scale and min codes sc_j, m_j; step d*sc_j and offset dmin*m_j."""
     import pandas as pd
 
-    blk = _check_bytes(np.asarray(block).reshape(-1)[:84], FORMATS["q2_K"]).reshape(1, 84)
+    blk = _check_bytes(np.asarray(block).reshape(-1)[:84], FORMATS["q2_K"], "block").reshape(1, 84)
     sc = blk[0, :16]
     d, dmin = float(_fp16_at(blk, 80)[0, 0]), float(_fp16_at(blk, 82)[0, 0])
     return pd.DataFrame({"scale code sc_j": sc & 15, "min code m_j": sc >> 4, "step d*sc_j": d * (sc & 15),
@@ -319,6 +345,27 @@ _CODECS = {
     "q4_0": (_q4_0_encode, _q4_0_decode),
     "q2_K": (_q2_K_encode, _q2_K_decode),
 }
+
+
+_SCALE_BYTES = {"q8_0": (0,), "q4_0": (0,), "q2_K": (80, 82)}  # offsets of each block's fp16 scales
+_SCALE_LIMITS = {  # what a block holds with float16 scales: 65504 x the largest code (x 15, q2_K's largest sub-scale)
+    "q8_0": f"|x| <= 127 x {_F16_MAX:.0f} = {127 * _F16_MAX:.0f}",
+    "q4_0": f"|x| <= 8 x {_F16_MAX:.0f} = {8 * _F16_MAX:.0f}",
+    "q2_K": f"max(x) - min(x, 0) up to about 3 x 15 x {_F16_MAX:.0f} = {3 * 15 * _F16_MAX:.0f} and min(x) down to "
+            f"about -15 x {_F16_MAX:.0f} = {-15 * _F16_MAX:.0f}",
+}
+
+
+def _check_scales(blocks: np.ndarray, fmt: str) -> None:
+    """Refuse the blocks whose fp16 scale came out inf (``_fp16``), naming the first one and the limit."""
+    bad = np.zeros(blocks.shape[0], bool)
+    for at in _SCALE_BYTES[fmt]:
+        bad |= blocks[:, at + 1] & 0x7C == 0x7C  # high byte: exponent bits all ones
+    if bad.any():
+        i, n = int(bad.argmax()), FORMATS[fmt].block_values
+        raise ValueError(f"x: block {i} (x.ravel()[{i * n}:{(i + 1) * n}]) needs a scale above float16's maximum "
+                         f"{_F16_MAX:.0f} (GGML stores the scale in float16); {fmt} holds "
+                         f"{_SCALE_LIMITS[fmt]} per block")
 
 
 def _ggml_format(fmt: str) -> BlockFormat:
@@ -340,6 +387,7 @@ def quantize(x: np.ndarray, fmt: str) -> np.ndarray:
     x = _check_values(x, f)
     out = _blockwise(x.reshape(-1, f.block_values), _CODECS[fmt][0], f.block_bytes, np.uint8,
                      max(_CHUNK_VALUES // f.block_values, 1))
+    _check_scales(out, fmt)
     return out.reshape(*x.shape[:-1], x.shape[-1] // f.block_values * f.block_bytes)
 
 
@@ -367,11 +415,16 @@ def round_trip(x: np.ndarray, fmt: str) -> np.ndarray:
 FP8_E4M3_MAX = 448.0  # largest finite e4m3fn value
 
 
-def _finite_float32(x: np.ndarray, name: str = "x") -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    if not np.isfinite(x).all():
-        raise ValueError(f"{name} must be finite (no NaN or inf)")
-    return x
+def _fp8_scale(scale: float) -> np.float32:
+    """``scale`` as the float32 that codes are divided and multiplied by: > 0 and 448 x scale finite there."""
+    s = positive("scale", scale)
+    with np.errstate(over="ignore"):
+        s32 = np.float32(s)
+        top = s32 * np.float32(FP8_E4M3_MAX)
+    if s32 == 0 or not np.isfinite(top):
+        raise ValueError(f"scale must be > 0 and 448 x scale finite in float32 (scale from {_F32_SUBNORMAL:.3g} to "
+                         f"{float(_F32.max) / FP8_E4M3_MAX:.3g}), got {scale!r}")
+    return s32
 
 
 def to_bf16(x: np.ndarray) -> np.ndarray:
@@ -382,9 +435,16 @@ def to_bf16(x: np.ndarray) -> np.ndarray:
 
 
 def fp8_e4m3_scale(x: np.ndarray) -> float:
-    """Per-tensor scale that maps max|x| to 448 (the e4m3 maximum); 1.0 for an all-zero tensor."""
+    """Per-tensor scale that maps max|x| to 448 (the e4m3 maximum); 1.0 for an all-zero tensor.
+
+    Below float32's normal range (max|x| < 5.3e-36) it is rounded up to float32's subnormal grid (multiples of
+    2^-149), on which codes are scaled, so that max|x| / scale stays <= 448.
+    """
     amax = float(np.abs(_finite_float32(x)).max(initial=0.0))
-    return amax / FP8_E4M3_MAX if amax > 0 else 1.0
+    if amax == 0:
+        return 1.0
+    s = amax / FP8_E4M3_MAX
+    return s if s >= _F32.tiny else math.ceil(s / _F32_SUBNORMAL) * _F32_SUBNORMAL
 
 
 def fp8_e4m3_encode(x: np.ndarray, scale: float | None = None) -> tuple[np.ndarray, float]:
@@ -393,7 +453,8 @@ def fp8_e4m3_encode(x: np.ndarray, scale: float | None = None) -> tuple[np.ndarr
 
     x = _finite_float32(x)
     s = fp8_e4m3_scale(x) if scale is None else positive("scale", scale)
-    y = np.clip(x / np.float32(s), -FP8_E4M3_MAX, FP8_E4M3_MAX)
+    with np.errstate(over="ignore"):  # x / a subnormal scale may overflow to inf: saturates at 448 below
+        y = np.clip(x / _fp8_scale(s), -FP8_E4M3_MAX, FP8_E4M3_MAX)
     return y.astype(ml_dtypes.float8_e4m3fn).view(np.uint8), s
 
 
@@ -404,7 +465,7 @@ def fp8_e4m3_decode(codes: np.ndarray, scale: float = 1.0) -> np.ndarray:
     codes = np.asarray(codes)
     if codes.dtype != np.uint8:
         raise ValueError(f"codes must be uint8 FP8 bytes, got dtype {codes.dtype}")
-    return codes.view(ml_dtypes.float8_e4m3fn).astype(np.float32) * np.float32(positive("scale", scale))
+    return codes.view(ml_dtypes.float8_e4m3fn).astype(np.float32) * _fp8_scale(scale)
 
 
 def fp8_e4m3_round_trip(x: np.ndarray, scale: float | None = None) -> np.ndarray:
