@@ -6,7 +6,8 @@ The trace is synthetic and seeded: Poisson arrivals at 8 requests/s, prompts uni
 cost of section 8.2.2, a 8192-token budget with 2048-token chunks for 'chunked'. Times are
 wall-clock and CPU time of this process, best of 3, each including one ``RequestTimes`` per request;
 on a shared machine wall times vary from run to run, CPU times less. "old" is the pre-rewrite loop kept in tests/_reference_scheduler.py
-(one run per policy); "any CostFn" is the general per-item engine (the same cost as a plain callable).
+(one run per policy); "any CostFn" is the general per-item engine (the same cost as a plain callable). The
+whole Azure conversation trace (19,366 real requests, ``inferlab.serving.azure_conv``) runs under every policy.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from inferlab.scheduling import FITTED_COST, Request, simulate
+from inferlab.serving import azure_conv, trace_window
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = [("fixed", {}), ("continuous", {}), ("chunked", {"token_budget": 8192, "chunk_tokens": 2048})]
@@ -78,6 +80,14 @@ def main() -> None:
         wall, cpu, s = best_of(1, lambda: simulate(requests, "continuous", lambda w: FITTED_COST(w), MAX_RUNNING))
         print(f"general engine (any CostFn; the fitted cost as a plain callable), continuous: {wall:5.2f} s wall, "
               f"{cpu:5.2f} s CPU ({len(requests) / wall:,.0f} requests/s)", flush=True)
+
+    azure = trace_window(azure_conv())
+    print(f"the Azure conversation trace (2023): {len(azure):,} requests over {azure[-1].arrival_s:,.0f} s, "
+          "every policy, best of 3:")
+    for policy, kwargs in POLICIES:
+        wall, cpu, s = best_of(3, lambda: simulate(azure, policy, FITTED_COST, MAX_RUNNING, **kwargs))  # noqa: B023
+        print(f"{policy:>10}: {len(azure) / wall:9,.0f} requests/s simulated ({wall:5.2f} s wall, {cpu:5.2f} s CPU, "
+              f"{len(s.iterations):,} iterations, max ITL {s.max_itl_s * 1e3:,.0f} ms)", flush=True)
 
     if args.million:
         t0 = time.perf_counter()

@@ -29,3 +29,12 @@ def published(name: str) -> pd.DataFrame:
         available = sorted(p.stem for p in (DATA_DIR / "published").glob("*.csv"))
         raise ValueError(f"name must be one of {available}, got {name!r}")
     return _read(path).copy()
+
+
+def trace(name: str) -> pd.DataFrame:
+    """A request trace recorded by someone else, from ``data/traces/<name>.csv`` (provenance in data/README.md)."""
+    path = DATA_DIR / "traces" / f"{name}.csv"
+    if not path.exists():
+        available = sorted(p.stem for p in (DATA_DIR / "traces").glob("*.csv"))
+        raise ValueError(f"name must be one of {available}, got {name!r}")
+    return _read(path).copy()

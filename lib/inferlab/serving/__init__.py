@@ -4,7 +4,8 @@
 - ``rates``: measured processing rates r_P, r_D and GPU-seconds per request; the efficiency table;
 - ``load``: a stream of requests through the scheduler with admission control and cancellation;
 - ``sweep``: our stand-in for the chapter's goodput experiment (retrieval questions, 3 s deadline);
-- ``metrics``: completion throughput, goodput, Little's law, percentiles, Amdahl's law.
+- ``metrics``: completion throughput, goodput, Little's law, percentiles, Amdahl's law;
+- ``traces``: a real production trace (Azure's conversation service, 2023) and its Poisson twin.
 """
 
 from .configs import (CHAPTER_CONFIGS, CHAPTER_WORKLOAD, KV_FORMAT_RATIO, MEASURED_ON, STEP_SOURCES, ServingConfig,
@@ -15,6 +16,7 @@ from .metrics import (amdahl_derivation, amdahl_speedup, completion_and_goodput,
 from .rates import decode_rate, efficiency_table, gpu_seconds, prefill_rate, shared_batch_rates
 from .sweep import (ANSWER_TOKENS, TASK_PROMPT_TOKENS, WRONG_TASK, goodput_at, goodput_sweep, load_table,
                     retrieval_window)
+from .traces import AZURE_CONV, azure_conv, dispersion, mean_rate, poisson_twin, trace_window
 
 __all__ = [
     "CHAPTER_CONFIGS", "CHAPTER_WORKLOAD", "KV_FORMAT_RATIO", "MEASURED_ON", "STEP_SOURCES", "ServingConfig", "Workload",
@@ -24,4 +26,5 @@ __all__ = [
     "observation_window", "summarize_served", "task_time", "time_average_in_system",
     "decode_rate", "efficiency_table", "gpu_seconds", "prefill_rate", "shared_batch_rates",
     "ANSWER_TOKENS", "TASK_PROMPT_TOKENS", "WRONG_TASK", "goodput_at", "goodput_sweep", "load_table", "retrieval_window",
+    "AZURE_CONV", "azure_conv", "dispersion", "mean_rate", "poisson_twin", "trace_window",
 ]
