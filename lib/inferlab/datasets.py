@@ -22,19 +22,19 @@ def _read(path: Path) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-def published(name: str) -> pd.DataFrame:
-    """A table the chapter prints, from ``data/published/<name>.csv`` (provenance in data/README.md)."""
-    path = DATA_DIR / "published" / f"{name}.csv"
+def _table(folder: str, name: str) -> pd.DataFrame:
+    path = DATA_DIR / folder / f"{name}.csv"
     if not path.exists():
-        available = sorted(p.stem for p in (DATA_DIR / "published").glob("*.csv"))
+        available = sorted(p.stem for p in (DATA_DIR / folder).glob("*.csv"))
         raise ValueError(f"name must be one of {available}, got {name!r}")
     return _read(path).copy()
+
+
+def published(name: str) -> pd.DataFrame:
+    """A table the chapter prints, from ``data/published/<name>.csv`` (provenance in data/README.md)."""
+    return _table("published", name)
 
 
 def trace(name: str) -> pd.DataFrame:
     """A request trace recorded by someone else, from ``data/traces/<name>.csv`` (provenance in data/README.md)."""
-    path = DATA_DIR / "traces" / f"{name}.csv"
-    if not path.exists():
-        available = sorted(p.stem for p in (DATA_DIR / "traces").glob("*.csv"))
-        raise ValueError(f"name must be one of {available}, got {name!r}")
-    return _read(path).copy()
+    return _table("traces", name)

@@ -8,8 +8,9 @@
 - ``traces``: a real production trace (Azure's conversation service, 2023) and its Poisson twin.
 """
 
-from .configs import (CHAPTER_CONFIGS, CHAPTER_WORKLOAD, KV_FORMAT_RATIO, MEASURED_ON, STEP_SOURCES, ServingConfig,
-                      Workload, evaluate, evaluate_configs, feasible, prefix_fetch_time, tokens_per_round_needed)
+from .configs import (CHAPTER_CONFIGS, CHAPTER_WORKLOAD, KV_FORMAT_RATIO, MEASURED_ON, STEP_SOURCES, RoundBreakdown,
+                      ServingConfig, Workload, evaluate, evaluate_configs, feasible, prefix_fetch_time, round_breakdown,
+                      tokens_per_round_needed)
 from .load import SERVING_POLICIES, EngineSetup, ServingPolicy, poisson_requests, serve, trace_requests
 from .metrics import (amdahl_derivation, amdahl_speedup, completion_and_goodput, in_system_curve, little_n,
                       mean_in_system, observation_window, summarize_served, task_time, time_average_in_system)
@@ -20,7 +21,8 @@ from .traces import AZURE_CONV, azure_conv, dispersion, mean_rate, poisson_twin,
 
 __all__ = [
     "CHAPTER_CONFIGS", "CHAPTER_WORKLOAD", "KV_FORMAT_RATIO", "MEASURED_ON", "STEP_SOURCES", "ServingConfig", "Workload",
-    "evaluate", "evaluate_configs", "feasible", "prefix_fetch_time", "tokens_per_round_needed",
+    "RoundBreakdown", "round_breakdown", "evaluate", "evaluate_configs", "feasible", "prefix_fetch_time",
+    "tokens_per_round_needed",
     "SERVING_POLICIES", "EngineSetup", "ServingPolicy", "poisson_requests", "serve", "trace_requests",
     "amdahl_derivation", "amdahl_speedup", "completion_and_goodput", "in_system_curve", "little_n", "mean_in_system",
     "observation_window", "summarize_served", "task_time", "time_average_in_system",

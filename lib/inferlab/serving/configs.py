@@ -35,7 +35,7 @@ __all__ = [
     "KV_FORMAT_RATIO", "ServingConfig", "Workload", "CHAPTER_CONFIGS", "CHAPTER_WORKLOAD", "VERIFY_MFU",
     "MEASURED_SHARED_STEP_S", "MEASURED_ON", "MEASURED_SHARED_PREFILL_S", "feasible", "DRAFT_BYTES", "DRAFT_PREFILL_OVERHEAD", "kv_bytes", "config_prefill_time",
     "decode_rounds", "round_time", "tokens_per_round_needed", "prefix_fetch_time", "evaluate", "evaluate_configs",
-    "STEP_SOURCES",
+    "STEP_SOURCES", "RoundBreakdown", "round_breakdown",
 ]
 
 #: Bytes of a KV value in each storage format relative to BF16 (GGML blocks of 32: 34 and 18 bytes vs 64).
@@ -203,9 +203,26 @@ def decode_rounds(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD) 
     return math.ceil((workload.output_tokens - 1) / config.tokens_per_round)
 
 
-def _round(config: ServingConfig, workload: Workload, model: ModelSpec,
-           accelerator: Accelerator) -> tuple[float, str]:
-    """``round_time`` and where it comes from (one of ``STEP_SOURCES``)."""
+@dataclass(frozen=True)
+class RoundBreakdown:
+    """What one decode round reads and computes, and the time that follows (seconds; ``source``: ``STEP_SOURCES``)."""
+
+    read_bytes: float  # weights read once plus every request's KV, in the configuration's KV format
+    verify_flops: float  # the batch's verification pass over verify_positions per request
+    step_s: float  # the memory-side step
+    compute_s: float  # the verification compute at VERIFY_MFU
+    overhead_s: float  # per-round work beside the pass (a lookup)
+    source: str
+
+    @property
+    def round_s(self) -> float:
+        """The longer of the memory-side step and the verification compute, plus the per-round overhead."""
+        return max(self.step_s, self.compute_s) + self.overhead_s
+
+
+def round_breakdown(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD, model: ModelSpec = example.MODEL,
+                    accelerator: Accelerator = example.ACCELERATOR) -> RoundBreakdown:
+    """Bytes read, verification FLOP and the times of one decode round (``round_time`` is its ``round_s``)."""
     _check(config, workload, model, accelerator)
     # the chapter reads each prompt's KV once per round (34.46 GB for sixteen 8K contexts)
     kv_read = workload.n_requests * workload.prompt_tokens * model.kv_bytes_per_token()
@@ -222,7 +239,7 @@ def _round(config: ServingConfig, workload: Workload, model: ModelSpec,
     compute = accelerator.compute_time(verify_flops, VERIFY_MFU)
     if compute > step:
         source = "compute-bound"
-    return max(step, compute) + config.round_overhead_s, source
+    return RoundBreakdown(read, verify_flops, step, compute, config.round_overhead_s, source)
 
 
 def round_time(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD, model: ModelSpec = example.MODEL,
@@ -234,7 +251,7 @@ def round_time(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD, mod
     as for A and C. On another card the step keeps its fixed part (the measured step minus its reads at
     peak bandwidth: the engine's per-step overhead) and reads the same bytes at that card's bandwidth.
     """
-    return _round(config, workload, model, accelerator)[0]
+    return round_breakdown(config, workload, model, accelerator).round_s
 
 
 def tokens_per_round_needed(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD,
@@ -280,7 +297,8 @@ def evaluate(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD,
     prefill = config_prefill_time(config, workload, model, accelerator) + prefix_fetch_time(
         config, workload, model, prefix_link_bandwidth)
     rounds = decode_rounds(config, workload)
-    step, source = _round(config, workload, model, accelerator)
+    breakdown = round_breakdown(config, workload, model, accelerator)
+    step, source = breakdown.round_s, breakdown.source
     total = prefill + rounds * step
     fits = kv <= kv_budget_bytes
     on_time = total <= workload.deadline_s
