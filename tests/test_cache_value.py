@@ -157,3 +157,14 @@ def test_new_functions_reject_bad_input() -> None:
         recompute_to_fetch_ratio(QWEN, RTX, [0, 5])
     with pytest.raises(ValueError, match="p_hit"):
         slowest_paying_link(QWEN, RTX, 6144, 1.5)
+
+
+def test_generating_the_summary_takes_its_decode_steps() -> None:
+    from inferlab.example import MODEL
+    from inferlab.kvcache import context_update_options, generation_time
+
+    append, rewrite, summary = context_update_options(8192, 1024, 2048)
+    assert generation_time(append, MODEL) == generation_time(rewrite, MODEL) == 0  # nothing to generate
+    assert round(generation_time(summary, MODEL), 1) == 54.6  # 2047 batch-1 steps of about 26.7 ms
+    with pytest.raises(ValueError, match="update must be a ContextUpdate"):
+        generation_time("summarize", MODEL)

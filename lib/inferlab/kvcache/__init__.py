@@ -13,11 +13,12 @@ from .block_manager import MAX_BLOCKS, BlockManager, OutOfBlocks, PoolState, Seq
 from .radix import (LRU, Match, RadixCache, RadixNode, ValuePerByte, eviction_sweep, replay, smallest_pool,
                     standard_policies)
 from .value import (ContextUpdate, PrefixCost, best_use_of_space, break_even_hit_probability, context_update_options,
-                    expected_saving, keep_ratio_threshold, prefix_cost, recompute_to_fetch_ratio, slowest_paying_link)
+                    expected_saving, generation_time, keep_ratio_threshold, prefix_cost, recompute_to_fetch_ratio,
+                    slowest_paying_link)
 
 __all__ = [
     "MAX_BLOCKS", "BlockManager", "OutOfBlocks", "PoolState", "SeqState", "LRU", "Match", "RadixCache", "RadixNode",
     "ValuePerByte", "eviction_sweep", "replay", "smallest_pool", "standard_policies", "ContextUpdate", "PrefixCost",
-    "best_use_of_space", "break_even_hit_probability", "context_update_options", "expected_saving",
+    "best_use_of_space", "break_even_hit_probability", "context_update_options", "expected_saving", "generation_time",
     "keep_ratio_threshold", "prefix_cost", "recompute_to_fetch_ratio", "slowest_paying_link",
 ]

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import fraction, non_negative, non_negative_int, positive, positive_int
-from ..calibration import PREFILL_MFU_BATCH1, prefill_time
+from ..calibration import PREFILL_MFU_BATCH1, measured_decode_step, prefill_time
 from ..hardware import Accelerator
 from ..models import ModelSpec
-from ..roofline import efficiency
+from ..roofline import efficiency, step_read_bytes
 
 
 def expected_saving(p_hit: float, recompute_s: float, fetch_s: float, maintain_s: float) -> float:
@@ -200,3 +200,16 @@ def context_update_options(history_tokens: int = 8192, appended_tokens: int = 10
         ContextUpdate("rewrite the front", 0, h + a, 0, h + a),
         ContextUpdate("summarize, then append", 0, s + a, s, s + a, read_cached_tokens=h),
     ]
+
+
+def generation_time(update: ContextUpdate, model: ModelSpec) -> float:
+    """Seconds to generate ``update``'s own tokens (a summary) at batch 1, on the running example's card.
+
+    The first generated token comes out of the update's prefill; each later one takes a decode step, priced as
+    experiment 8-1's measured step for the bytes it reads (weights plus the KV of everything before it).
+    """
+    if not isinstance(update, ContextUpdate):
+        raise ValueError(f"update must be a ContextUpdate (context_update_options), got {update!r:.80}")
+    d_w, k = model.matrix_weight_bytes(), model.kv_bytes_per_token()
+    return sum(measured_decode_step(step_read_bytes(1, update.read_cached_tokens + j, d_w, k))
+               for j in range(1, update.generated_tokens))

@@ -106,20 +106,20 @@ class _BytesPanel:
 
 def fast_store_figure(model: ModelSpec, context_tokens: int = 8192, max_batch: int = 256,
                       figure_caption: str | None = None) -> Figure:
-    """HBM bytes per output token at one context: W/B + K (weights in HBM) against K (weights in a separate fast store)."""
+    """HBM bytes per output token at one context: D_w/b + Lk (weights in HBM) against Lk (weights in a separate fast store)."""
     w, kv = model.matrix_weight_bytes(), context_tokens * model.kv_bytes_per_token()
     b = _batches(max_batch)
     conv = np.array([R.hbm_bytes_per_output_token(int(x), w, kv) for x in b]) / GiB
     fast = np.array([R.hbm_bytes_per_output_token(int(x), w, kv, separate_weight_store=True) for x in b]) / GiB
     fig, ax = new_figure(width=7, height=3.4)
-    ax.plot(b, conv, "o-", color=COLORS["weights"], ms=4, label="weights in HBM: W/B + K")
-    ax.plot(b, fast, "o-", color=COLORS["kv"], ms=4, label="separate fast weight store: K")
+    ax.plot(b, conv, "o-", color=COLORS["weights"], ms=4, label="weights in HBM: $D_w/b + Lk$")
+    ax.plot(b, fast, "o-", color=COLORS["kv"], ms=4, label="separate fast weight store: $Lk$")
     ax.fill_between(b, fast, conv, color=COLORS["unused"], alpha=0.6, label="what batching saves")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     _plain_log_axes(ax)
     ax.set_xticks(b, [str(int(x)) for x in b])
-    ax.set_xlabel("batch B")
+    ax.set_xlabel("batch $b$")
     ax.set_ylabel("HBM bytes per output token (GiB)")
     ax.legend(loc="upper right", title=f"{model.name}, context {context_tokens:,} tokens", title_fontsize=9)
     if figure_caption:
@@ -144,7 +144,7 @@ def per_token_time_figure(model: ModelSpec, accelerator: Accelerator, context_to
         ax.plot(b, t, "o-", color=color, ms=4, label=label)
         bx.plot(b, 100 * u, "o-", color=color, ms=4, label=label)
     floor = context_tokens * model.kv_bytes_per_token() / accelerator.hbm_bandwidth / ms
-    ax.axhline(floor, color=COLORS["kv"], ls=":", lw=1.2, label="KV read alone, L*k/beta")
+    ax.axhline(floor, color=COLORS["kv"], ls=":", lw=1.2, label=r"KV read alone, $Lk/\beta$")
     for a in (ax, bx):
         a.set_xscale("log", base=2)
         a.set_yscale("log")

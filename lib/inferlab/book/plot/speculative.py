@@ -15,7 +15,8 @@ from inferlab.scheduling.shapes import multiples
 from inferlab.speculative import cost as C
 from inferlab.speculative import verify as S
 from inferlab.speculative.decoder import DecodeResult
-from inferlab.units import ms
+from inferlab.speculative.sources import DRAFT_SOURCES, source_round
+from inferlab.units import GB, ms
 
 from ..widgets import Explorer, choice, explore, float_slider, int_slider
 from . import COLORS, InPlace, caption, new_figure, refresh_legend
@@ -91,6 +92,67 @@ def sampling_histogram_figure(p: np.ndarray, q: np.ndarray, tokens: np.ndarray) 
     ax.set_xticks(x), ax.set_xlabel("token"), ax.set_ylabel("probability"), ax.legend(ncols=3, loc="upper right")
     return caption(fig, "Speculative sampling from q reproduces p: the green bars (what was emitted) match the blue "
                         "bars, not the grey ones.")
+
+
+class _Acceptance(InPlace):
+    """``acceptance_view``'s bars (per-position acceptance, round lengths) and E[N] marker, redrawn in place."""
+
+    MAX_DRAFTS = 16
+
+    def __init__(self, fig: Figure, axes) -> None:
+        self.left, self.right = axes
+        positions = np.arange(1, self.MAX_DRAFTS + 1)
+        self.accept = self.left.bar(positions - 0.2, np.zeros(self.MAX_DRAFTS), 0.4, color=COLORS["unused"],
+                                    label="a_j: draft j accepted, given 1..j-1 were")
+        self.reach = self.left.bar(positions + 0.2, np.zeros(self.MAX_DRAFTS), 0.4, color=COLORS["decode"],
+                                   label="P(N > j): drafts 1..j all accepted")
+        self.left.set_xlim(0.4, self.MAX_DRAFTS + 0.6), self.left.set_ylim(0, 1.18)
+        self.left.set_xlabel("draft position j"), self.left.set_ylabel("probability")
+        self.left.legend(fontsize=8, loc="upper right")
+        self.lengths = self.right.bar(np.arange(1, self.MAX_DRAFTS + 2), np.zeros(self.MAX_DRAFTS + 1), 0.8,
+                                      color=COLORS["prefill"])
+        self.mean = self.right.axvline(1.0, color=COLORS["highlight"], ls="--")
+        self.right.set_xlim(0.4, self.MAX_DRAFTS + 1.6), self.right.set_ylim(0, 1.05)
+        self.right.set_xlabel("tokens N a round emits"), self.right.set_ylabel("P(N = n)")
+        for ax in axes:
+            few_ticks(ax, x=5, y=4)
+        self.keep_on(fig)
+
+    def set(self, accept: float, decay: float, drafts: int) -> None:
+        a = C.geometric_profile(accept, drafts, decay)
+        reach, pmf = np.cumprod(a), C.tokens_distribution(a)
+        for j in range(self.MAX_DRAFTS):
+            shown = j < drafts
+            for bars, values in ((self.accept, a), (self.reach, reach)):
+                bars[j].set_height(values[j] if shown else 0.0)
+                bars[j].set_visible(shown)
+        for n in range(self.MAX_DRAFTS + 1):
+            self.lengths[n].set_height(pmf[n] if n <= drafts else 0.0)
+            self.lengths[n].set_visible(n <= drafts)
+        mean = C.expected_tokens(a)
+        self.mean.set_xdata([mean, mean])
+        self.left.set_xlim(0.4, drafts + 0.6), self.right.set_xlim(0.4, drafts + 1.6)
+        self.right.set_title(f"E[N] = {mean:.2f} tokens per round (at most {drafts + 1})", fontsize=10)
+        self.left.set_title(f"m = {drafts} drafts, a_1 = {accept:.2f}, decay {decay:.2f}", fontsize=10)
+
+
+def acceptance_view(accept: float, decay: float, drafts: int) -> Figure:
+    """Per-position acceptance of an m-draft round and the distribution of the tokens it emits (8.5.1's explorer)."""
+    fig, axes = new_figure(1, 2, width=7.0, height=3.0)
+    _Acceptance(fig, axes).set(accept, decay, drafts)
+    return fig
+
+
+def update_acceptance(fig: Figure, accept: float, decay: float, drafts: int) -> bool:
+    """Redraw an ``acceptance_view`` figure in place (the explorer's slider path)."""
+    return _Acceptance.redraw(fig, accept, decay, drafts)
+
+
+def acceptance_explorer() -> Explorer:
+    """Acceptance of the first draft, its decay along the round and the draft length against E[N] (8.5.1)."""
+    return explore(acceptance_view, update_acceptance, accept=float_slider("acceptance a1", 0.05, 1.0, 0.75, 0.05),
+                   decay=float_slider("decay per position", 0.5, 1.0, 1.0, 0.05),
+                   drafts=int_slider("draft length m", 1, _Acceptance.MAX_DRAFTS, 4))
 
 
 # ---- 8.5.2 ---------------------------------------------------------------------------------------
@@ -182,6 +244,65 @@ def draft_sources_figure(stages: pd.DataFrame) -> Figure:
                         "and per output token (right; dotted: plain decode, 26.26 ms).")
 
 
+#: The draft network of experiment 8-5 (DFlash, 1.95 GiB) and the bytes a batch-1 2K decode step reads (8-1).
+DFLASH_WEIGHT_BYTES, STEP_READ_BYTES = 2.10 * GB, 15.44 * GB
+
+
+class _DraftSource(InPlace):
+    """``draft_source_view``'s two stacked bars (drafting and verifying, per output token), redrawn in place."""
+
+    def __init__(self, ax) -> None:
+        self.ax = ax
+        y = [1, 0]  # plain decode on top, the chosen source below
+        self.verify = ax.barh(y, [0, 0], 0.55, color=COLORS["prefill"], label="verify (the target's pass)")
+        self.draft = ax.barh(y, [0, 0], 0.55, color=COLORS["highlight"], label="draft")
+        self.labels = [ax.text(0, yy, "", va="center", fontsize=9) for yy in y]
+        ax.set_yticks(y, ["plain decode", "speculative"]), ax.set_ylim(-0.6, 1.9)
+        ax.set_xlabel("ms per output token")
+        ax.legend(fontsize=8, ncols=2, loc="upper right")
+        self.keep_on(ax.figure)
+
+    def set(self, source: str, weights_gb: float, overhead_ms: float, accept: float, drafts: int) -> None:
+        bandwidth = C.effective_bandwidth(STEP_READ_BYTES, PLAIN_STEP_S)  # what a plain step achieves, per byte
+        r = source_round(source, drafts, accept, PLAIN_STEP_S, weights_gb * GB, bandwidth, overhead_ms * ms)
+        verify = [PLAIN_STEP_S / ms, r.verify_s / r.tokens / ms]
+        draft = [0.0, r.draft_s / r.tokens / ms]
+        for i in range(2):
+            self.verify[i].set_width(verify[i])
+            self.draft[i].set_x(verify[i])
+            self.draft[i].set_width(draft[i])
+            self.labels[i].set_position((verify[i] + draft[i] + 0.6, 1 - i))
+            self.labels[i].set_text(f"{verify[i] + draft[i]:.1f}")
+        self.ax.set_xlim(0, 1.25 * max(verify[0], verify[1] + draft[1]))
+        memory = "none" if not r.extra_bytes else f"{r.extra_bytes / GB:.2f} GB of draft weights"
+        self.ax.set_title(f"{source}: E[N] = {r.tokens:.2f}, drafting {r.draft_s / ms:.2f} ms a round\n"
+                          f"device memory: {memory}", fontsize=9)
+
+
+def draft_source_view(source: str, weights_gb: float, overhead_ms: float, accept: float, drafts: int) -> Figure:
+    """Time per output token of a draft source (drafting + verification over E[N]) against plain decode (8.5.3)."""
+    fig, ax = new_figure(width=7.0, height=2.6)
+    fig.subplots_adjust(left=1.25 / 7.0)
+    _DraftSource(ax).set(source, weights_gb, overhead_ms, accept, drafts)
+    return fig
+
+
+def update_draft_source(fig: Figure, source: str, weights_gb: float, overhead_ms: float, accept: float,
+                        drafts: int) -> bool:
+    """Redraw a ``draft_source_view`` figure in place (the explorer's slider path)."""
+    return _DraftSource.redraw(fig, source, weights_gb, overhead_ms, accept, drafts)
+
+
+def draft_source_explorer() -> Explorer:
+    """Draft source, its weights and per-forward overhead, acceptance and draft length against plain decode (8.5.3)."""
+    return explore(draft_source_view, update_draft_source, source=choice("draft source", list(DRAFT_SOURCES),
+                                                                          "draft model, serial"),
+                   weights_gb=float_slider("draft weights", 0.1, 8.0, 2.1, 0.1, unit="GB"),
+                   overhead_ms=float_slider("fixed cost per forward", 0.0, 60.0, 0.0, 0.5, unit="ms"),
+                   accept=float_slider("acceptance a", 0.05, 1.0, 0.75, 0.05),
+                   drafts=int_slider("draft length m", 1, 16, 4))
+
+
 def decoder_rounds_figure(result: DecodeResult, title: str) -> Figure:
     """Tokens emitted by each verification round of the real decoder (top) and the running acceptance rate (bottom)."""
     emitted = np.array([len(r.emitted) for r in result.rounds])
@@ -259,9 +380,9 @@ class _DraftLength(InPlace):
 
 def draft_length_explorer() -> Explorer:
     """Acceptance profile, per-draft cost, bucket size and batch against the best draft length (8.5.4)."""
-    return explore(draft_length_view, update_draft_length, accept=float_slider("acceptance a1", 0.05, 1.0, 0.75, 0.05),
+    return explore(draft_length_view, update_draft_length, accept=float_slider("acceptance a1", 0.05, 1.0, 0.8, 0.05),
                    decay=float_slider("decay per position", 0.5, 1.0, 1.0, 0.05),
-                   per_draft_ms=float_slider("cost per draft", 0.0, 8.0, 3.6, 0.1, unit="ms"),
+                   per_draft_ms=float_slider("cost per draft", 0.0, 8.0, 1.0, 0.1, unit="ms"),
                    group=choice("bucket size (rows)", [1, 4, 8, 16], 8),
                    batch=choice("batch", [1, 4, 16, 64, 128, 256], 1))
 
