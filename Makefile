@@ -25,7 +25,7 @@ DROP_STALE_CACHE = @oldest=$$(find $(CACHE) -name '*.ipynb' -printf '%T@ %p\n' 2
 	cut -d' ' -f2-); if [ -n "$$oldest" ] && [ -n "$$(find $(SOURCES) -type f -newer "$$oldest" \
 	-not -path '*/__pycache__/*' -not -path '*.egg-info/*' | head -1)" ]; then rm -rf $(CACHE); fi
 
-.PHONY: drop-stale-cache setup book test unit notebooks notebooks-run book-check outputs-check build-check browser chromium lab bench clean strip
+.PHONY: drop-stale-cache setup book test unit notebooks notebooks-run book-check outputs-check build-check browser chromium bubblewrap lab bench clean strip fonts pdf pdf-check
 
 # A fresh venv holds no bytecode: each module is compiled on its first import. make test then starts six
 # processes at once (each chain's pytest and its two workers) that import the same packages, and each compiled
@@ -60,7 +60,7 @@ drop-stale-cache:
 setup:
 	@$(MAKE) --no-print-directory -j2 $(STAMP) $(WEB)
 
-book: setup  ## execute every notebook and build the HTML into _build/html
+book: setup fonts  ## execute every notebook and build the HTML into _build/html
 	$(DROP_STALE_CACHE)
 	@# an empty cache is filled by nbmake on $(JOBS) cores (conftest.py stores each run), not one notebook at a time
 	@if [ ! -d $(CACHE) ]; then $(MAKE) --no-print-directory notebooks-run; fi
@@ -85,7 +85,7 @@ book-check: $(STAMP) $(WEB)
 		echo "the build executed the notebooks above again: their cache records were dropped or missed"; exit 1; fi
 	@$(MAKE) --no-print-directory browser
 
-unit: $(STAMP) $(TORCH) $(WEB)
+unit: $(STAMP) $(TORCH) $(WEB) bubblewrap
 	$(PY) -m pytest tests -m "not book" -n $(JOBS) -q
 
 notebooks: $(STAMP)
@@ -98,17 +98,45 @@ notebooks-run:
 outputs-check: $(STAMP)
 	$(PY) -m pytest tests/test_repo.py -q
 
-build-check: $(STAMP) $(WEB)  ## the book from scratch, notebooks from the cache nbmake filled (if any)
+build-check: $(STAMP) $(WEB) fonts  ## the book from scratch, notebooks from the cache nbmake filled (if any)
 	find _build -mindepth 1 -maxdepth 1 ! -name .jupyter_cache -exec rm -rf {} + 2>/dev/null || true
 	$(DROP_STALE_CACHE)
 	mkdir -p _build; set -o pipefail; $(VENV)/bin/jupyter-book build . -W -n --keep-going 2>&1 | tee _build/build.log
 
 # the built book in headless Chromium (Debian package), the JupyterLite site and the widget sweep
-browser: $(STAMP) chromium
+browser: $(STAMP) chromium pdf-check
 	$(PY) -m pytest tests/test_browser.py tests/test_lite.py -m book -q
 
+# Debian packages, installed when missing; the unit and book chains run side by side, so apt takes turns (flock)
+APT_INSTALL = flock /tmp/inferlab-apt.lock sh -c 'apt-get update -qq && apt-get install -y -qq "$$@"' apt
+
 chromium:
-	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
+	@command -v chromium >/dev/null || $(APT_INSTALL) chromium chromium-driver
+
+# the fonts the book's fallback webfonts are cut from at build time (inferlab.book.sphinx_offline.FALLBACK_FONTS):
+# Noto Sans CJK SC for the glossary's Chinese terms, DejaVu Sans for symbols; fontconfig finds them
+fonts:
+	@command -v fc-match >/dev/null && fc-list | grep -q "Noto Sans CJK SC" && fc-list | grep -q "DejaVu Sans" || \
+		(apt-get update -qq && apt-get install -y -qq fontconfig fonts-noto-cjk fonts-dejavu-core)
+
+# The whole book as one PDF, _build/pdf/inferlab-book.pdf (and a copy in the site, linked from the landing page):
+# every page of _toc.yml printed by chromium, merged with bookmarks (inferlab.book.pdf; about a minute)
+PDF := _build/pdf/inferlab-book.pdf
+pdf: book chromium
+	$(PY) -m inferlab.book.pdf
+
+# printed again only when the site was built since (every HTML build writes searchindex.js)
+$(PDF): _build/html/searchindex.js | $(STAMP) chromium
+	$(PY) -m inferlab.book.pdf
+
+# in the book chain, before the browser test (which follows the landing page's link to the PDF): the PDF of the
+# book just built, its checks, and the check that the site ships no large file that nothing loads
+pdf-check: $(STAMP) chromium $(PDF)
+	$(PY) -m pytest tests/test_pdf.py tests/test_assets.py -m book -q
+
+# the grader runs each student notebook in a bubblewrap sandbox (inferlab.exercises.sandbox)
+bubblewrap:
+	@command -v bwrap >/dev/null || $(APT_INSTALL) bubblewrap
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab

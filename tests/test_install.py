@@ -59,7 +59,8 @@ def test_every_third_party_import_of_the_library_is_declared():
     declared = {canonicalize_name(Requirement(r).name) for r in project["dependencies"]}
     extras = {name: {canonicalize_name(Requirement(r).name) for r in reqs} | declared
               for name, reqs in project["optional-dependencies"].items()}
-    tooling = ("headless.py", "grade.py", "exercises/grader.py", "book/install_cell.py", "book/sphinx_offline.py")
+    tooling = ("headless.py", "grade.py", "exercises/grader.py", "exercises/worker.py", "exercises/sandbox.py",
+               "exercises/answers.py", "book/install_cell.py", "book/sphinx_offline.py", "book/pdf.py")
     distributions = metadata.packages_distributions()
     missing = []
     for path in sorted((ROOT / "lib" / "inferlab").rglob("*.py")):
