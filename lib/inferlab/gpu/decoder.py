@@ -8,19 +8,23 @@ weights so the CPU tests can check that both give the same logits; ``random`` bu
 time). Every tensor op has static shapes for a given (batch, max_blocks), so ``decode`` can be
 captured in a CUDA graph.
 
-The paged attention here gathers each sequence's blocks into a contiguous tensor and then
-attends with ``scaled_dot_product_attention`` (``paged_attention``); vLLM's kernel reads the
-blocks in place, so the gather is an extra copy that the experiment of section 8.3.1 times
-separately.
+Decode attention is a constructor argument (``inferlab.gpu.attention.DECODE_ATTENTION``; by
+default ``paged_attention``, which gathers each sequence's blocks and calls SDPA): an in-place
+paged kernel drops in without touching the decoder. New K and V are written with ``index_put_``
+on the whole pool tensor (``_store``), never through a view of one layer: under torch.compile a
+write into a view of an input makes Inductor clone that layer's pool and copy it back (two
+pool-sized temporaries per layer, about 104 GB at Qwen3-8B's full preset on an H200).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..kernels.tiny_model import TinyConfig, TinyQwen3
 from ..models import ModelSpec
+from .attention import chunk_attention, paged_attention
 
 if TYPE_CHECKING:
     import torch
@@ -28,48 +32,20 @@ if TYPE_CHECKING:
 _LAYER_KEYS = ("ln1", "wqkv", "q_norm", "k_norm", "wo", "ln2", "w_gu", "w_down")
 
 
-def paged_attention(q: "torch.Tensor", k_cache: "torch.Tensor", v_cache: "torch.Tensor",
-                    block_tables: "torch.Tensor", context_lens: "torch.Tensor | None") -> "torch.Tensor":
-    """One decode token per sequence over K/V read through block tables: ``[batch, n_heads, d]`` (q's dtype).
-
-    ``context_lens`` None means every row fills all its blocks (no mask: the fastest attention path).
-    Padding entries (-1) must be replaced by any valid block id first (``block_tables.clamp(min=0)``).
-    """
-    k, v = gather_blocks(k_cache, block_tables), gather_blocks(v_cache, block_tables)
-    return contiguous_attention(q, k, v, context_lens)
-
-
-def gather_blocks(cache: "torch.Tensor", block_tables: "torch.Tensor") -> "torch.Tensor":
-    """Each row's blocks, in table order, as one tensor ``[batch, max_blocks * block_size, n_kv, d]``; tables hold no -1."""
-    b, m = block_tables.shape
-    return cache[block_tables].reshape(b, m * cache.shape[1], *cache.shape[2:])
-
-
-def contiguous_attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor",
-                         context_lens: "torch.Tensor | None" = None) -> "torch.Tensor":
-    """Decode attention over contiguous K/V ``[batch, max_ctx, n_kv, d]``, masked to ``context_lens`` (None: no mask)."""
-    import torch
-
-    b, h, d = q.shape
-    mask = None
-    if context_lens is not None:
-        mask = (torch.arange(k.shape[1], device=q.device)[None, :] < context_lens[:, None])[:, None, None, :]
-    out = torch.nn.functional.scaled_dot_product_attention(
-        q[:, :, None, :], k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask, enable_gqa=h != k.shape[2])
-    return out[:, :, 0, :]
-
-
 class TorchDecoder:
     """Qwen3-style decoder with stacked per-layer weights; ``decode`` and ``chunk`` run over paged K/V pools."""
 
-    def __init__(self, config: TinyConfig, weights: dict[str, "torch.Tensor"]) -> None:
+    def __init__(self, config: TinyConfig, weights: dict[str, "torch.Tensor"],
+                 attention: Callable[..., "torch.Tensor"] = paged_attention) -> None:
         import torch
 
         self.config = config
         self.w = weights
+        self.attention = attention  # decode attention: (q, k_cache, v_cache, tables, lens, full_blocks)
         d = config.head_dim
         dev = weights["embed"].device
         self.inv_freq = (config.rope_theta ** -(torch.arange(0, d, 2, dtype=torch.float64) / d)).float().to(dev)
+        self.layer_ids = torch.arange(config.n_layers, device=dev)  # index of each layer's pool, made once
 
     @property
     def device(self) -> "torch.device":
@@ -82,7 +58,8 @@ class TorchDecoder:
         return self.w["embed"].dtype
 
     @classmethod
-    def from_numpy(cls, model: TinyQwen3, device: str = "cpu", dtype: str = "float32") -> "TorchDecoder":
+    def from_numpy(cls, model: TinyQwen3, device: str = "cpu", dtype: str = "float32",
+                   attention: Callable[..., "torch.Tensor"] = paged_attention) -> "TorchDecoder":
         """The same weights as a numpy TinyQwen3 (Q/K/V and gate/up fused)."""
         import numpy as np
         import torch
@@ -92,10 +69,11 @@ class TorchDecoder:
                      w_gu=np.concatenate([w["w_gate"], w["w_up"]], axis=-1))
         keep = ("embed", "final_norm", "lm_head", *_LAYER_KEYS)
         return cls(model.config, {k: torch.from_numpy(np.ascontiguousarray(fused[k])).to(device, getattr(torch, dtype))
-                                  for k in keep})
+                                  for k in keep}, attention)
 
     @classmethod
-    def random(cls, spec: ModelSpec, device: str = "cuda", dtype: str = "bfloat16", seed: int = 0) -> "TorchDecoder":
+    def random(cls, spec: ModelSpec, device: str = "cuda", dtype: str = "bfloat16", seed: int = 0,
+               attention: Callable[..., "torch.Tensor"] = paged_attention) -> "TorchDecoder":
         """Random weights of ``spec``'s shape, made on the device one layer at a time (no host copy)."""
         import torch
 
@@ -117,7 +95,7 @@ class TorchDecoder:
         w["embed"] = torch.empty((c.vocab_size, H), device=device, dtype=dt).normal_(generator=g)
         w["final_norm"] = torch.ones(H, device=device, dtype=dt)
         w["lm_head"] = torch.empty((H, c.vocab_size), device=device, dtype=dt).normal_(0.0, 1 / math.sqrt(H), generator=g)
-        return cls(c, w)
+        return cls(c, w, attention)
 
     def new_cache(self, num_blocks: int, block_size: int) -> tuple["torch.Tensor", "torch.Tensor"]:
         """Zeroed K and V pools ``[n_layers, num_blocks, block_size, n_kv_heads, head_dim]``."""
@@ -175,6 +153,13 @@ class TorchDecoder:
         return self._norm(x, self.w["final_norm"]) @ self.w["lm_head"]
 
     # ---- steps ------------------------------------------------------------------------------------
+    def _store(self, k_cache: "torch.Tensor", v_cache: "torch.Tensor", layer: int, blocks: "torch.Tensor",
+               offsets: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor") -> None:
+        """Write k, v ``[n, kv, d]`` at (layer, blocks[i], offsets[i]) of the pools, in place on the pool tensors."""
+        at = (self.layer_ids[layer:layer + 1], blocks, offsets)
+        k_cache.index_put_(at, k)
+        v_cache.index_put_(at, v)
+
     def decode(self, tokens: "torch.Tensor", block_tables: "torch.Tensor", context_lens: "torch.Tensor",
                k_cache: "torch.Tensor", v_cache: "torch.Tensor", full_blocks: bool = False) -> "torch.Tensor":
         """One decode step: token b sits at position context_lens[b] - 1 (its slot already in the table); logits ``[batch, vocab]``.
@@ -186,41 +171,38 @@ class TorchDecoder:
         bs = k_cache.shape[2]
         pos = context_lens - 1
         rows = torch.arange(tokens.shape[0], device=tokens.device)
-        slots = block_tables[rows, pos // bs] * bs + pos % bs
+        blocks, offsets = block_tables[rows, pos // bs], pos % bs
         x, rot = self.w["embed"][tokens], self.rotary(pos)
-        tables, lens = block_tables.clamp(min=0), None if full_blocks else context_lens  # once per step
+        tables = block_tables.clamp(min=0)  # once per step
         for layer in range(self.config.n_layers):
             q, k, v = self._qkv(layer, x, rot)
-            kc, vc = k_cache[layer], v_cache[layer]
-            kc.view(-1, *kc.shape[2:])[slots] = k
-            vc.view(-1, *vc.shape[2:])[slots] = v
-            x = self._finish(layer, x, paged_attention(q, kc, vc, tables, lens))
+            self._store(k_cache, v_cache, layer, blocks, offsets, k, v)
+            attn = self.attention(q, k_cache[layer], v_cache[layer], tables, context_lens, full_blocks=full_blocks)
+            x = self._finish(layer, x, attn)
         return self.logits(x)
 
     def chunk(self, tokens: "torch.Tensor", start: int, block_table: "torch.Tensor", k_cache: "torch.Tensor",
               v_cache: "torch.Tensor", logits: str = "last") -> "torch.Tensor | None":
         """Run ``tokens`` at positions start ... start + n - 1 of one sequence (prefill chunk or verify).
 
-        ``logits``: 'last' (prefill), 'all' (verifying draft tokens) or 'none' (hidden states only).
+        Attention is causal over the start + n positions, aligned to the lower right (the form flash
+        attention takes). ``logits``: 'last' (prefill), 'all' (verifying draft tokens) or 'none'.
         """
         import torch
 
         n, bs = tokens.shape[0], k_cache.shape[2]
         ctx = start + n
         pos = torch.arange(start, ctx, device=tokens.device)
-        slots = block_table[pos // bs] * bs + pos % bs
-        ctx_slots = block_table[torch.arange(ctx, device=tokens.device) // bs] * bs + torch.arange(ctx, device=tokens.device) % bs
-        mask = None if start == 0 else (torch.arange(ctx, device=tokens.device)[None, :] <= pos[:, None])
+        every = torch.arange(ctx, device=tokens.device)
+        ctx_slots = block_table[every // bs] * bs + every % bs
+        blocks, offsets = block_table[pos // bs], pos % bs
         x, rot = self.w["embed"][tokens], self.rotary(pos)
         for layer in range(self.config.n_layers):
             q, k, v = self._qkv(layer, x, rot)
-            kc = k_cache[layer].view(-1, *k_cache.shape[3:])
+            self._store(k_cache, v_cache, layer, blocks, offsets, k, v)
+            kc = k_cache[layer].view(-1, *k_cache.shape[3:])  # read only
             vc = v_cache[layer].view(-1, *v_cache.shape[3:])
-            kc[slots], vc[slots] = k, v
-            attn = torch.nn.functional.scaled_dot_product_attention(
-                q.transpose(0, 1)[None], kc[ctx_slots].transpose(0, 1)[None], vc[ctx_slots].transpose(0, 1)[None],
-                attn_mask=mask, is_causal=mask is None, enable_gqa=True)
-            x = self._finish(layer, x, attn[0].transpose(0, 1))
+            x = self._finish(layer, x, chunk_attention(q, kc[ctx_slots], vc[ctx_slots]))
         if logits == "none":
             return x
         return self.logits(x[-1:] if logits == "last" else x)

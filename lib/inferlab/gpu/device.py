@@ -1,40 +1,51 @@
-"""The device under test: what it is, how much fits on it, how to time it, where its records go.
+"""The device under test: what it is, which datasheet its peaks come from, how much memory is free.
 
-torch is imported only inside the functions that need it, so this module (and the sizing and
-record helpers in it) work without torch. Timing on CUDA uses CUDA events after warm-up and
-reports the median of the repeats; on the CPU it uses ``time.perf_counter`` (CPU runs prove
-the code, their times mean nothing for the chapter).
+torch is imported only inside the functions that need it, so this module works without torch.
+A card is matched to an ``inferlab.hardware.ACCELERATORS`` entry by its name and its memory
+together (``CARDS``): an H100 PCIe or NVL, an H200 NVL, a GH200 with 144 GB or an A100 PCIe
+has another datasheet than the entry its name resembles, so it is recorded as ``unknown``
+(no peaks, no efficiencies) rather than against a wrong one. Free memory is read after
+releasing what earlier experiments left in PyTorch's cache (``release``).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import gc
 import glob
 import importlib.util
 import os
 import re
-import statistics
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
-
-import pandas as pd
 
 from .._validate import one_of, positive, positive_int
-from ..datasets import DATA_DIR
 from ..hardware import ACCELERATORS, Accelerator
 from ..models import ModelSpec
 
-MEASURED_DIR = DATA_DIR / "measured"
 
-# Substrings of torch.cuda.get_device_name() -> key of inferlab.hardware.ACCELERATORS (first match wins).
-CARD_NAMES: list[tuple[str, str]] = [
-    ("GH200", "gh200"), ("H200", "h200"), ("H100", "h100-sxm"), ("A100", "a100-80gb"),
-    ("RTX PRO 6000", "rtx-pro-6000"),
-]
+@dataclass(frozen=True)
+class CardName:
+    """How a CUDA device name and memory size identify one ACCELERATORS entry."""
+
+    key: str  # inferlab.hardware key
+    contains: str  # substring of torch.cuda.get_device_name() (case-insensitive)
+    excludes: tuple[str, ...] = ()  # substrings of variants with other peaks (PCIe, NVL, Max-Q ...)
+
+
+#: First match wins; a name matches only if its memory also matches the entry's (``MEMORY_RATIO``).
+CARDS: tuple[CardName, ...] = (
+    CardName("gh200", "GH200"),
+    CardName("h200", "H200", ("GH200", "NVL")),  # H200 NVL: same memory, lower compute and power
+    CardName("h100-sxm", "H100", ("PCIe", "NVL")),  # H100 PCIe: 2.0 TB/s; NVL: 94 GB, 3.9 TB/s
+    CardName("a100-80gb", "A100", ("PCIe",)),  # A100 80GB PCIe: 1.9 TB/s
+    CardName("rtx-pro-6000", "RTX PRO 6000", ("Max-Q", "Server")),  # Max-Q: 300 W, lower clocks
+)
+#: Reported total memory / datasheet memory of a matching card. Datasheets' "80 GB", "141 GB" are
+#: about the GiB the driver reports (an H200 reports 139.8 GiB = 150.1e9 B against 141e9), so a
+#: card's ratio is about 1.07; another memory size (GH200 144 GB, H100 NVL 94 GB, A100 40GB) is far off.
+MEMORY_RATIO = (0.95, 1.12)
 
 
 def torch_available() -> bool:
@@ -64,17 +75,20 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def card_key(device_name: str) -> str | None:
-    """The ``inferlab.hardware`` key of a CUDA device name ('NVIDIA H200' -> 'h200'), None if unknown."""
-    for pattern, key in CARD_NAMES:
-        if pattern.lower() in device_name.lower():
-            return key
+def card_key(device_name: str, total_bytes: float) -> str | None:
+    """The ``inferlab.hardware`` key of a CUDA device of this name and total memory, None if no entry matches both."""
+    positive("total_bytes", total_bytes)
+    name = device_name.lower()
+    for card in CARDS:
+        if card.contains.lower() in name and not any(x.lower() in name for x in card.excludes):
+            ratio = total_bytes / ACCELERATORS[card.key].memory_bytes
+            return card.key if MEMORY_RATIO[0] <= ratio <= MEMORY_RATIO[1] else None
     return None
 
 
 def slug(device_name: str) -> str:
-    """Folder name for a device's records: its hardware key, else its name in lower-case-dashes."""
-    return card_key(device_name) or re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-") or "unknown"
+    """A device name in lower-case-dashes ('NVIDIA H100 PCIe' -> 'nvidia-h100-pcie')."""
+    return re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-") or "unknown"
 
 
 @dataclass(frozen=True)
@@ -87,19 +101,23 @@ class DeviceInfo:
     torch_version: str
     date: str  # ISO 8601, UTC
     free_bytes: int
+    total_bytes: int
     accelerator: Accelerator | None
+    card_match: str  # "name and memory", "--card (user)", or "unknown" (no peaks)
 
     @property
     def slug(self) -> str:
-        """Folder of this device's records under data/measured/."""
+        """Folder of this device's records: the matched card's key, else its name in lower-case-dashes."""
+        if self.accelerator is not None and self.card_match == "name and memory":
+            return self.accelerator.name
         return slug(self.name)
 
     def metadata(self) -> dict[str, object]:
-        """The columns every record carries: device, driver, torch, date and the card's peaks (empty if unknown)."""
+        """The columns every record carries: device, driver, torch, date and the peaks used (empty if unknown)."""
         a = self.accelerator
         return {
-            "gpu": self.name, "driver": self.driver, "torch": self.torch_version, "date": self.date,
-            "card": a.name if a else "",
+            "device": self.device, "gpu": self.name, "driver": self.driver, "torch": self.torch_version,
+            "date": self.date, "card": a.name if a else "unknown", "card_match": self.card_match,
             "peak_hbm_bandwidth_Bps": a.hbm_bandwidth if a else None,
             "peak_bf16_flops": a.peak_bf16_flops if a else None,
             "host_link_Bps": a.host_link_bandwidth if a else None,
@@ -115,8 +133,27 @@ def _driver_version() -> str:
         return "unknown"
 
 
+def release(device: str = "cuda", compiled: bool = False) -> int:
+    """On CUDA: free what Python no longer references, hand PyTorch's cached blocks back to the driver; bytes still held.
+
+    ``compiled`` also drops torch.compile's caches (their graphs may hold the tensors they ran on).
+    Nothing on the CPU, where memory goes back to the allocator at once (and a full collection
+    with torch loaded costs a fifth of a second).
+    """
+    if device != "cuda":
+        return 0
+    import torch
+
+    if compiled and "torch._dynamo" in sys.modules:
+        torch._dynamo.reset()
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return int(torch.cuda.memory_allocated())
+
+
 def device_info(device: str = "cuda", card: str | None = None) -> DeviceInfo:
-    """Describe ``device`` ('cuda' or 'cpu'); ``card`` names its ACCELERATORS entry when the name is not recognized."""
+    """Describe ``device`` ('cuda' or 'cpu'), its free memory read after ``release``; ``card`` forces an ACCELERATORS entry."""
     import torch
 
     one_of("device", device, ["cuda", "cpu"])
@@ -126,42 +163,18 @@ def device_info(device: str = "cuda", card: str | None = None) -> DeviceInfo:
     if device == "cuda":
         if not torch.cuda.is_available():
             raise ValueError("device must be 'cpu' here: torch sees no CUDA device")
+        release("cuda")  # earlier experiments' blocks still sit in the caching allocator
         name = torch.cuda.get_device_name()
-        free, _ = torch.cuda.mem_get_info()
-        key = card or card_key(name)
-        return DeviceInfo("cuda", name, _driver_version(), torch.__version__, now, int(free),
-                          ACCELERATORS[key] if key else None)
+        free, total = torch.cuda.mem_get_info()
+        key = card or card_key(name, total)
+        how = "--card (user)" if card else "name and memory" if key else "unknown"
+        return DeviceInfo("cuda", name, _driver_version(), torch.__version__, now, int(free), int(total),
+                          ACCELERATORS[key] if key else None, how)
     import psutil
 
-    return DeviceInfo("cpu", "cpu", "none", torch.__version__, now, int(psutil.virtual_memory().available),
-                      ACCELERATORS[card] if card else None)
-
-
-def median_time(fn: Callable[[], object], device: str = "cuda", warmup: int = 3, repeats: int = 10) -> float:
-    """Median seconds of ``fn()`` over ``repeats`` runs after ``warmup`` runs (CUDA events on 'cuda')."""
-    positive_int("repeats", repeats)
-    if warmup < 0:
-        raise ValueError(f"warmup must be >= 0, got {warmup}")
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    times = []
-    if device == "cuda":
-        torch.cuda.synchronize()
-        for _ in range(repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
-    else:
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-    return float(statistics.median(times))
+    mem = psutil.virtual_memory()
+    return DeviceInfo("cpu", "cpu", "none", torch.__version__, now, int(mem.available), int(mem.total),
+                      ACCELERATORS[card] if card else None, "--card (user)" if card else "unknown")
 
 
 # ---- sizing ---------------------------------------------------------------------------------------
@@ -187,45 +200,8 @@ def scaled(spec: ModelSpec, n_layers: int) -> ModelSpec:
     return spec if n_layers == spec.n_layers else replace(spec, name=f"{spec.name}[{n_layers}L]", n_layers=n_layers)
 
 
-# ---- records --------------------------------------------------------------------------------------
-def record_path(experiment: str, device_slug: str, out_dir: Path | None = None) -> Path:
-    """data/measured/<device>/<experiment>.csv (or under ``out_dir``)."""
-    return Path(out_dir or MEASURED_DIR) / device_slug / f"{experiment}.csv"
+def recorded(experiment: str, measured_dir: "os.PathLike | None" = None):
+    """``inferlab.gpu.records.recorded`` (the newest full CUDA measurement of ``experiment``), also importable here."""
+    from .records import recorded as newest
 
-
-def write_record(rows: pd.DataFrame, experiment: str, info: DeviceInfo, out_dir: Path | None = None) -> Path:
-    """Write ``rows`` with the device's metadata columns to data/measured/<device>/<experiment>.csv."""
-    if rows.empty:
-        raise ValueError(f"rows must hold at least one measurement of {experiment!r}")
-    meta = pd.DataFrame([info.metadata()] * len(rows), index=rows.index)
-    path = record_path(experiment, info.slug, out_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pd.concat([rows, meta], axis=1).assign(experiment=experiment).to_csv(path, index=False)
-    return path
-
-
-def recorded(experiment: str, measured_dir: Path | None = None) -> tuple[pd.DataFrame, Path] | None:
-    """The newest record of ``experiment`` under data/measured/ (any device), or None if there is none."""
-    paths = sorted(Path(measured_dir or MEASURED_DIR).glob(f"*/{experiment}.csv"))
-    if not paths:
-        return None
-    frames = [(pd.read_csv(p), p) for p in paths]
-    return max(frames, key=lambda fp: str(fp[0]["date"].iloc[0]) if "date" in fp[0] else "")
-
-
-def graphed(fn: Callable[[], object], device: str = "cuda") -> Callable[[], object]:
-    """``fn`` captured in a CUDA graph (replayed by the returned callable); ``fn`` itself on the CPU."""
-    if device != "cuda":
-        return fn
-    import torch
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):  # warm up allocator and kernels outside the capture
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph.replay
+    return newest(experiment, measured_dir)

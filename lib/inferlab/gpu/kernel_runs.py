@@ -5,11 +5,18 @@ a batch of sequences. The KV codecs here are torch versions of ``inferlab.compre
 byte: fp16 scale = max|x|/127 per 32 values, codes rounded half away from zero; FP8 e4m3 with a
 per-tensor scale max|x|/448); the compressed KV is dequantized to the compute dtype before
 attention, and that conversion is timed as part of the step (the T_c of section 8.4.2).
+
+One layer's attention takes microseconds, less than launching it from Python: every time here
+is a CUDA-graph replay with the L2 cache flushed before it (``timing.median_time``). The paged
+rows run ``Settings.attention`` (``attention.DECODE_ATTENTION``: the gather + SDPA reference, or
+an in-place kernel registered beside it); SDPA's backend is pinned per point and recorded.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -17,20 +24,48 @@ from tqdm.auto import tqdm
 
 from .._validate import one_of
 from ..compression import FP8_E4M3_MAX, block_format
-from .decoder import contiguous_attention, gather_blocks, paged_attention
-from .device import device_info, median_time
+from .attention import contiguous_attention, decode_attention, gather_blocks, pick_sdpa_backend, pinned
+from .device import DeviceInfo, device_info
+from .settings import Settings
+from .timing import L2Flush, median_time
+
+@dataclass(frozen=True)
+class PagedSizes:
+    """Points of ``paged_vs_contiguous``: each context with contiguous K/V and with each block size; the heads."""
+
+    batch: int = 32
+    contexts: tuple[int, ...] = (4096,)
+    block_sizes: tuple[int, ...] = (8, 16, 32, 64)
+    n_heads: int = 32
+    n_kv_heads: int = 8
+    head_dim: int = 128
+
+
+@dataclass(frozen=True)
+class KVSizes:
+    """Points of ``kv_formats``: each context in each KV format; the heads."""
+
+    batch: int = 16
+    contexts: tuple[int, ...] = (2048, 8192, 32768)
+    formats: tuple[str, ...] = ("bf16", "fp8", "q8_0")
+    n_heads: int = 32
+    n_kv_heads: int = 8
+    head_dim: int = 128
+
 
 PAGED_PRESETS = {
-    "full": dict(batch=32, contexts=(1024, 4096, 16384), block_sizes=(8, 16, 32, 64), repeats=20),
-    "quick": dict(batch=32, contexts=(4096,), block_sizes=(8, 16, 32, 64), repeats=10),
-    "tiny": dict(batch=3, contexts=(37,), block_sizes=(1, 4, 16), repeats=1, n_heads=4, n_kv_heads=2, head_dim=8,
-                 dtype="float32"),
+    "full": PagedSizes(32, (1024, 4096, 16384), (8, 16, 32, 64)),
+    "quick": PagedSizes(32, (4096,), (8, 16, 32, 64)),
+    "tiny": PagedSizes(3, (37,), (1, 4, 16), n_heads=4, n_kv_heads=2, head_dim=16),  # 37: partial blocks too
 }
 KV_PRESETS = {
-    "full": dict(batch=16, contexts=(1024, 2048, 4096, 8192, 16384, 32768), repeats=20),
-    "quick": dict(batch=16, contexts=(2048, 8192, 32768), repeats=10),
-    "tiny": dict(batch=2, contexts=(32, 64), repeats=1, n_heads=4, n_kv_heads=2, head_dim=64, dtype="float32"),
+    "full": KVSizes(16, (1024, 2048, 4096, 8192, 16384, 32768)),
+    "quick": KVSizes(16, (2048, 8192, 32768)),
+    "tiny": KVSizes(2, (32, 64), n_heads=4, n_kv_heads=2, head_dim=64),
 }
+PAGED_COLUMNS = ("layout", "block_size", "batch", "context", "time_s", "gather_s", "kv_bytes", "achieved_Bps",
+                 "predicted_s")
+KV_COLUMNS = ("format", "batch", "context", "time_s", "dequant_s", "kv_bytes", "predicted_s")
 #: Stored bytes per K or V value in each format this experiment runs (q8_0: its codes and fp16 scale per 32 values).
 KV_STORED_BYTES = {"bf16": 2.0, "fp8": 1.0, "q8_0": block_format("q8_0").bits_per_value / 8}
 
@@ -77,71 +112,76 @@ def fp8_decode(codes: "torch.Tensor", scale: float, dtype: "torch.dtype | None" 
 
 
 # ---- experiments ----------------------------------------------------------------------------------
-def _qkv(batch: int, ctx: int, n_heads: int, n_kv_heads: int, head_dim: int, device: str, dtype: str, seed: int):
+def _qkv(batch: int, ctx: int, z: "PagedSizes | KVSizes", device: str, dtype: str, seed: int):
+    """Random q ``[batch, heads, d]`` and K, V ``[batch, ctx, kv, d]``, drawn on the device (a GB on the host is seconds)."""
     import torch
 
-    g = torch.Generator(device="cpu").manual_seed(seed)
+    g = torch.Generator(device=device).manual_seed(seed)
     dt = getattr(torch, dtype)
-    q = torch.randn(batch, n_heads, head_dim, generator=g).to(device, dt)
-    k = torch.randn(batch, ctx, n_kv_heads, head_dim, generator=g).to(device, dt)
-    v = torch.randn(batch, ctx, n_kv_heads, head_dim, generator=g).to(device, dt)
+    q = torch.randn(batch, z.n_heads, z.head_dim, generator=g, device=device, dtype=dt)
+    k = torch.randn(batch, ctx, z.n_kv_heads, z.head_dim, generator=g, device=device, dtype=dt)
+    v = torch.randn(batch, ctx, z.n_kv_heads, z.head_dim, generator=g, device=device, dtype=dt)
     return q, k, v
 
 
-def paged_vs_contiguous(batch: int = 32, contexts: tuple[int, ...] = (4096,), block_sizes: tuple[int, ...] = (8, 16, 32, 64),
-                        n_heads: int = 32, n_kv_heads: int = 8, head_dim: int = 128, device: str = "cuda",
-                        card: str | None = None, dtype: str = "bfloat16", warmup: int = 3, repeats: int = 10,
-                        seed: int = 0, progress: bool = True) -> pd.DataFrame:
+def _timed(fn: Callable[[], object], s: Settings, flush, uses_sdpa: bool = True) -> tuple[float, str | None]:
+    """Seconds of ``fn`` (graph replays, L2 flushed) under the SDPA backend pinned for it, and that backend."""
+    backend = pick_sdpa_backend(fn, s.device) if uses_sdpa else None
+    return median_time(pinned(fn, backend), s.device, s.warmup, s.repeats, graph=s.graphs, flush=flush), backend
+
+
+def paged_vs_contiguous(s: Settings, z: PagedSizes = PagedSizes(), info: DeviceInfo | None = None) -> Iterator[dict]:
     """Decode attention time (s) over K/V in shuffled blocks of each size, and over contiguous K/V; the gather timed alone."""
     import torch
 
-    info = device_info(device, card)
+    info = info or device_info(s.device, s.card)
     bw = info.accelerator.hbm_bandwidth if info.accelerator else None
-    rows = []
-    points = [(L, p) for L in contexts for p in (0, *block_sizes)]
-    for L, p in tqdm(points, desc="paged_vs_contiguous", disable=not progress):
-        q, k, v = _qkv(batch, L, n_heads, n_kv_heads, head_dim, device, dtype, seed)
-        lens = None if L % max(p, 1) == 0 else torch.full((batch,), L, device=device)
+    attention = decode_attention(s.attention)
+    flush = L2Flush(s.device) if s.flush_l2 else False
+    points = [(L, p) for L in z.contexts for p in (0, *z.block_sizes)]
+    for L, p in tqdm(points, desc="paged_vs_contiguous", disable=not s.progress):
+        if p == 0:  # one context's q, K, V for all its layouts
+            q, k, v = _qkv(z.batch, L, z, s.device, s.dtype, s.seed)
+        lens = torch.full((z.batch,), L, device=s.device)
+        full = L % max(p, 1) == 0  # contexts that fill their blocks need no mask (flash attention)
         kv_bytes = 2 * k.numel() * k.element_size()
+        common = dict(batch=z.batch, context=L, kv_bytes=kv_bytes, predicted_s=kv_bytes / bw if bw else None)
         if p == 0:
-            t = median_time(lambda: contiguous_attention(q, k, v, lens), device, warmup, repeats)
-            rows.append(dict(layout="contiguous", block_size=L, batch=batch, context=L, time_s=t, gather_s=0.0,
-                             kv_bytes=kv_bytes, achieved_Bps=kv_bytes / t,
-                             predicted_s=kv_bytes / bw if bw else None))
+            t, backend = _timed(lambda: contiguous_attention(q, k, v), s, flush)
+            yield dict(layout="contiguous", block_size=L, time_s=t, gather_s=0.0, achieved_Bps=kv_bytes / t,
+                       backend=backend, **common)
             continue
         m = -(-L // p)
-        num_blocks = batch * m
-        perm = torch.randperm(num_blocks, generator=torch.Generator().manual_seed(seed + p)).to(device)
-        tables = perm.reshape(batch, m)
-        kc = torch.zeros(num_blocks, p, n_kv_heads, head_dim, device=device, dtype=k.dtype)
+        num_blocks = z.batch * m
+        perm = torch.randperm(num_blocks, generator=torch.Generator().manual_seed(s.seed + p)).to(s.device)
+        tables = perm.reshape(z.batch, m)
+        kc = torch.zeros(num_blocks, p, z.n_kv_heads, z.head_dim, device=s.device, dtype=k.dtype)
         vc = torch.zeros_like(kc)
         pad = m * p - L
-        kp = torch.nn.functional.pad(k, (0, 0, 0, 0, 0, pad)).reshape(batch * m, p, n_kv_heads, head_dim)
-        vp = torch.nn.functional.pad(v, (0, 0, 0, 0, 0, pad)).reshape(batch * m, p, n_kv_heads, head_dim)
+        kp = torch.nn.functional.pad(k, (0, 0, 0, 0, 0, pad)).reshape(z.batch * m, p, z.n_kv_heads, z.head_dim)
+        vp = torch.nn.functional.pad(v, (0, 0, 0, 0, 0, pad)).reshape(z.batch * m, p, z.n_kv_heads, z.head_dim)
         kc[perm], vc[perm] = kp, vp  # row b's block j lives at physical block tables[b, j]
-        t = median_time(lambda: paged_attention(q, kc, vc, tables, lens), device, warmup, repeats)
-        tg = median_time(lambda: (gather_blocks(kc, tables), gather_blocks(vc, tables)), device, warmup, repeats)
-        rows.append(dict(layout="paged", block_size=p, batch=batch, context=L, time_s=t, gather_s=tg,
-                         kv_bytes=kv_bytes, achieved_Bps=kv_bytes / t, predicted_s=kv_bytes / bw if bw else None))
-    return pd.DataFrame(rows)
+        del kp, vp
+        t, backend = _timed(lambda: attention.fn(q, kc, vc, tables, lens, full_blocks=full), s, flush, attention.sdpa)
+        tg = median_time(lambda: (gather_blocks(kc, tables), gather_blocks(vc, tables)), s.device, s.warmup,
+                         s.repeats, graph=s.graphs, flush=flush)
+        yield dict(layout="paged", block_size=p, time_s=t, gather_s=tg, achieved_Bps=kv_bytes / t,
+                   backend=backend or s.attention, **common)
 
 
-def kv_formats(batch: int = 16, contexts: tuple[int, ...] = (2048, 8192, 32768), formats: tuple[str, ...] = ("bf16", "fp8", "q8_0"),
-               n_heads: int = 32, n_kv_heads: int = 8, head_dim: int = 128, device: str = "cuda", card: str | None = None,
-               dtype: str = "bfloat16", warmup: int = 3, repeats: int = 10, seed: int = 0,
-               progress: bool = True) -> pd.DataFrame:
+def kv_formats(s: Settings, z: KVSizes = KVSizes(), info: DeviceInfo | None = None) -> Iterator[dict]:
     """Decode attention time (s) over KV stored as BF16, FP8 or q8_0, dequantization included; bytes read per format."""
     import torch
 
-    for f in formats:
+    for f in z.formats:
         one_of("formats[i]", f, KV_STORED_BYTES)
-    info = device_info(device, card)
+    info = info or device_info(s.device, s.card)
     bw = info.accelerator.hbm_bandwidth if info.accelerator else None
-    dt = getattr(torch, dtype)
-    rows = []
-    for L, f in tqdm([(L, f) for L in contexts for f in formats], desc="kv_formats", disable=not progress):
-        q, k, v = _qkv(batch, L, n_heads, n_kv_heads, head_dim, device, dtype, seed)
-        lens = None  # every sequence has all L tokens: no mask
+    dt = getattr(torch, s.dtype)
+    flush = L2Flush(s.device) if s.flush_l2 else False
+    for L, f in tqdm([(L, f) for L in z.contexts for f in z.formats], desc="kv_formats", disable=not s.progress):
+        if f == z.formats[0]:  # every sequence has all L tokens: no mask
+            q, k, v = _qkv(z.batch, L, z, s.device, s.dtype, s.seed)
         if f == "bf16":
             deq = lambda: (k, v)  # noqa: E731
         elif f == "fp8":
@@ -150,13 +190,11 @@ def kv_formats(batch: int = 16, contexts: tuple[int, ...] = (2048, 8192, 32768),
         else:
             (kq, ks), (vq, vs) = q8_0_encode(k), q8_0_encode(v)
             deq = lambda: (q8_0_decode(kq, ks, dt), q8_0_decode(vq, vs, dt))  # noqa: E731
-        step = lambda: contiguous_attention(q, *deq(), lens)  # noqa: E731
-        t = median_time(step, device, warmup, repeats)
-        t_deq = median_time(deq, device, warmup, repeats) if f != "bf16" else 0.0
-        kv_bytes = 2 * batch * L * n_kv_heads * head_dim * KV_STORED_BYTES[f]
-        rows.append(dict(format=f, batch=batch, context=L, time_s=t, dequant_s=t_deq, kv_bytes=kv_bytes,
-                         predicted_s=kv_bytes / bw if bw else None))
-    return pd.DataFrame(rows)
+        t, backend = _timed(lambda: contiguous_attention(q, *deq()), s, flush)
+        t_deq = median_time(deq, s.device, s.warmup, s.repeats, graph=s.graphs, flush=flush) if f != "bf16" else 0.0
+        kv_bytes = 2 * z.batch * L * z.n_kv_heads * z.head_dim * KV_STORED_BYTES[f]
+        yield dict(format=f, batch=z.batch, context=L, time_s=t, dequant_s=t_deq, kv_bytes=kv_bytes,
+                   predicted_s=kv_bytes / bw if bw else None, backend=backend)
 
 
 def crossover(rows: pd.DataFrame, baseline: str = "bf16", time_column: str = "time_s") -> pd.DataFrame:

@@ -1,54 +1,86 @@
 """Whole-model measurements: decode step against batch and context, prefill chunks, verifying k drafts.
 
-Each function builds a model of ``model``'s shape with random weights (``TorchDecoder.random``),
-as many layers as fit the device's free memory (the ``layers`` column says how many; bytes and
-FLOP are those of the layers that ran), times with CUDA events after warm-up (median), and
-returns one row per point with the roofline's prediction beside the measurement.
+Each experiment takes the run's ``Settings`` and its own sizes, builds a model of the settings'
+shape with random weights (``TorchDecoder.random``), as many layers as fit the device's free
+memory (the ``layers`` column says how many; bytes and FLOP are those of the layers that ran),
+and yields one row per point as soon as it is measured, with the roofline's prediction beside
+it. A point that runs out of memory yields a failed row with the error and the experiment goes
+on; a point that does not fit the KV pool, or a compile without a compiler toolchain, yields
+a skipped row saying why.
+
+Attention runs the way flash attention takes it: decode contexts fill their blocks (no mask),
+prefill and verify chunks use the lower-right causal mask, and the SDPA backend is pinned per
+point and recorded (``backend``). The decode attention is ``Settings.attention``.
 """
 
 from __future__ import annotations
 
-import pandas as pd
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
 from tqdm.auto import tqdm
 
 from .. import roofline
-from ..kernels.tiny_model import TinyConfig
-from ..models import MODELS, ModelSpec
+from .._validate import positive_int
+from ..models import ModelSpec
+from .attention import decode_attention, pick_sdpa_backend, pinned
 from .decoder import TorchDecoder
-from .device import DeviceInfo, device_info, graphed, layer_bytes, median_time, scaled
+from .device import DeviceInfo, device_info, layer_bytes, release, scaled
+from .records import describe, failed, skipped
+from .settings import TINY, Settings
+from .timing import L2Flush, median_time
 
-TINY = TinyConfig(n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16, hidden_size=32, intermediate_size=64,
-                  vocab_size=128).spec
+__all__ = ["TINY", "attainable_mbu", "decode_step", "plan", "prefill_chunks", "verify_cost"]
 
 REFERENCE_KV_TOKENS = 64 * 2048  # the chapter's largest batch point (Experiment 8-1): 64 requests x 2K context
+
+
+@dataclass(frozen=True)
+class DecodeSizes:
+    """Points of ``decode_step``: every batch at every context, eager and with CUDA graphs; compiled at one context."""
+
+    batches: tuple[int, ...] = (1, 4, 16, 64)
+    contexts: tuple[int, ...] = (2048,)
+    compiled_batches: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class PrefillSizes:
+    """Points of ``prefill_chunks``: each chunk size at the first, a middle and the last position of the prompt."""
+
+    chunks: tuple[int, ...] = (512, 2048)
+    prompt_tokens: int = 8192
+
+
+@dataclass(frozen=True)
+class VerifySizes:
+    """Points of ``verify_cost``: k positions verified after ``context`` tokens (a multiple of the block size)."""
+
+    positions: tuple[int, ...] = (1, 2, 5, 8)
+    context: int = 2048
+
+
 DECODE_PRESETS = {
-    "full": dict(batches=(1, 2, 4, 8, 16, 32, 64, 128, 256), contexts=(512, 2048, 8192), repeats=10,
-                 compiled_batches=(1, 64)),
-    "quick": dict(batches=(1, 4, 16, 64), contexts=(2048,), repeats=5, compiled_batches=()),
-    "tiny": dict(batches=(1, 3), contexts=(5, 17), repeats=1, model=TINY, block_size=4),
+    "full": DecodeSizes((1, 2, 4, 8, 16, 32, 64, 128, 256), (512, 2048, 8192), (1, 64)),
+    "quick": DecodeSizes((1, 4, 16, 64), (2048,), ()),
+    "tiny": DecodeSizes((1, 3), (8, 17), (3,)),  # 17 ends inside a block: the masked path runs too
 }
 PREFILL_PRESETS = {
-    "full": dict(chunks=(256, 512, 1024, 2048), prompt_tokens=8192, repeats=5),
-    "quick": dict(chunks=(512, 2048), prompt_tokens=8192, repeats=3),
-    "tiny": dict(chunks=(4, 8), prompt_tokens=24, repeats=1, model=TINY, block_size=4),
+    "full": PrefillSizes((256, 512, 1024, 2048), 8192),
+    "quick": PrefillSizes((512, 2048), 8192),
+    "tiny": PrefillSizes((4, 8), 24),
 }
 VERIFY_PRESETS = {
-    "full": dict(positions=(1, 2, 3, 4, 5, 6, 8, 12, 16), context=2048, repeats=10),
-    "quick": dict(positions=(1, 2, 5, 8), context=2048, repeats=5),
-    "tiny": dict(positions=(1, 3), context=9, repeats=1, model=TINY, block_size=4),
+    "full": VerifySizes((1, 2, 3, 4, 5, 6, 8, 12, 16), 2048),
+    "quick": VerifySizes((1, 2, 5, 8), 2048),
+    "tiny": VerifySizes((1, 3), 8),
 }
-
-
-def _spec(model: str | ModelSpec) -> ModelSpec:
-    if isinstance(model, ModelSpec):
-        return model
-    if model not in MODELS:
-        raise ValueError(f"model must be one of {sorted(MODELS)} or a ModelSpec, got {model!r}")
-    return MODELS[model]
-
-
-def _kv_bytes_per_token_layer(spec: ModelSpec, dtype_bytes: int) -> float:
-    return spec.kv_bytes_per_token(dtype_bytes) / spec.n_layers
+DECODE_COLUMNS = ("model", "layers", "batch", "context", "cuda_graphs", "compiled", "step_s", "read_bytes",
+                  "achieved_Bps", "flops", "achieved_flops", "mbu", "mfu", "predicted_s")
+PREFILL_COLUMNS = ("model", "layers", "chunk", "cached", "position", "time_s", "flops", "achieved_flops", "mfu",
+                   "predicted_s")
+VERIFY_COLUMNS = ("model", "layers", "positions", "context", "cuda_graphs", "time_s", "decode_s", "ratio",
+                  "decode_backend", "flops", "predicted_s")
 
 
 def plan(spec: ModelSpec, budget_bytes: float, kv_tokens: int, dtype_bytes: int = 2, n_layers: int | None = None,
@@ -70,19 +102,31 @@ def plan(spec: ModelSpec, budget_bytes: float, kv_tokens: int, dtype_bytes: int 
     return layers, min(tokens, max_kv_tokens or tokens)
 
 
-def _setup(model: str | ModelSpec, device: str, card: str | None, kv_tokens: int, block_size: int, dtype: str,
-           memory_fraction: float, n_layers: int | None, seed: int, max_kv_tokens: int | None = None):
+@dataclass
+class _Model:
+    spec: ModelSpec  # the layers that run
+    decoder: TorchDecoder
+    k_cache: "object"
+    v_cache: "object"
+    dtype_bytes: int
+    peaks: tuple[float | None, float | None]  # HBM bandwidth, BF16 FLOP/s (None: unknown card)
+
+    @property
+    def num_blocks(self) -> int:
+        return int(self.k_cache.shape[1])
+
+
+def _model(s: Settings, info: DeviceInfo, kv_tokens: int, max_kv_tokens: int | None = None) -> _Model:
     import torch
 
-    info = device_info(device, card)
-    spec = _spec(model)
-    dtype_bytes = torch.empty((), dtype=getattr(torch, dtype)).element_size()
-    layers, pool_tokens = plan(spec, info.free_bytes * memory_fraction, kv_tokens, dtype_bytes, n_layers,
+    dtype_bytes = torch.empty((), dtype=getattr(torch, s.dtype)).element_size()
+    layers, pool_tokens = plan(s.spec, info.free_bytes * s.memory_fraction, kv_tokens, dtype_bytes, s.n_layers,
                                max_kv_tokens or kv_tokens)
-    used = scaled(spec, layers)
-    decoder = TorchDecoder.random(used, device, dtype, seed)
-    kc, vc = decoder.new_cache(max(1, pool_tokens // block_size), block_size)
-    return info, used, decoder, kc, vc, dtype_bytes
+    spec = scaled(s.spec, layers)
+    dec = TorchDecoder.random(spec, s.device, s.dtype, s.seed, decode_attention(s.attention).fn)
+    kc, vc = dec.new_cache(max(1, pool_tokens // s.block_size), s.block_size)
+    a = info.accelerator
+    return _Model(spec, dec, kc, vc, dtype_bytes, (a.hbm_bandwidth, a.peak_bf16_flops) if a else (None, None))
 
 
 def _random_tables(n_seqs: int, blocks_each: int, num_blocks: int, device: str, seed: int):
@@ -94,135 +138,205 @@ def _random_tables(n_seqs: int, blocks_each: int, num_blocks: int, device: str, 
     return perm.reshape(n_seqs, blocks_each).to(device)
 
 
-def _peaks(info: DeviceInfo) -> tuple[float | None, float | None]:
-    a = info.accelerator
-    return (a.hbm_bandwidth, a.peak_bf16_flops) if a else (None, None)
+def _backend(step, s: Settings, uses_sdpa: bool = True) -> str | None:
+    """The SDPA backend ``step`` runs under (pinned from now on), or None when its attention is not SDPA's."""
+    return pick_sdpa_backend(step, s.device) if uses_sdpa else None
 
 
-def decode_step(model: str | ModelSpec = "qwen3-8b", batches: tuple[int, ...] = (1, 4, 16, 64),
-                contexts: tuple[int, ...] = (2048,), cuda_graphs: tuple[bool, ...] | None = None,
-                device: str = "cuda", card: str | None = None, block_size: int = 16, dtype: str = "bfloat16",
-                memory_fraction: float = 0.8, n_layers: int | None = None, warmup: int = 3, repeats: int = 10,
-                compiled_batches: tuple[int, ...] = (), seed: int = 0, progress: bool = True) -> pd.DataFrame:
+#: Exceptions (by class name, anywhere in the chain) that mean there is no compiler toolchain, not a failure.
+NO_COMPILER = ("InvalidCxxCompiler", "TritonMissing", "GPUTooOldForTriton")
+
+
+def in_chain(exc: BaseException, names: tuple[str, ...]) -> BaseException | None:
+    """The first exception of a class named in ``names`` in ``exc``'s chain (Dynamo wraps, causes, contexts), or None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if type(exc).__name__ in names:
+            return exc
+        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
+    return None
+
+
+def no_compiler(exc: BaseException) -> bool:
+    """Whether ``exc`` (a torch.compile error, possibly wrapped by Dynamo) says a compiler toolchain is missing."""
+    return in_chain(exc, NO_COMPILER) is not None
+
+
+def _guarded(fields: dict, measure: Callable[[], dict], device: str, compiled: bool = False) -> dict:
+    """``fields`` with ``measure()``'s columns; a failed row if it ran out of memory, a skipped one if no compiler.
+
+    Every other exception propagates: the experiment stops there (its rows so far are written).
+    """
+    try:
+        return {**fields, **measure()}
+    except Exception as exc:
+        if (oom := in_chain(exc, ("OutOfMemoryError",))) is not None:
+            row = failed(fields, oom)
+        elif compiled and no_compiler(exc):
+            row = skipped(fields, "no compiler toolchain for torch.compile: " + describe(in_chain(exc, NO_COMPILER)))
+        else:
+            raise
+    release(device)  # after the except block, which held the failed frames and their tensors
+    return row
+
+
+def decode_step(s: Settings, z: DecodeSizes = DecodeSizes(), info: DeviceInfo | None = None) -> Iterator[dict]:
     """Decode step time (s) against batch and context, with and without CUDA graphs; bandwidth and MBU against the roofline.
 
-    Batches in ``compiled_batches`` are also run through ``torch.compile`` (fused elementwise kernels)
-    inside a CUDA graph at the 2K context (or the first one): the fastest step this code offers
-    (column ``compiled``).
+    Batches in ``z.compiled_batches`` also run through ``torch.compile`` (fused elementwise kernels),
+    inside a CUDA graph on CUDA, at the 2K context (or the first one), when ``s.compiles``.
     """
-    import torch
-
-    graphs = cuda_graphs if cuda_graphs is not None else ((False, True) if device == "cuda" else (False,))
-    need = max(b * -(-L // block_size) * block_size for b in batches for L in contexts)
-    reference = min(need, REFERENCE_KV_TOKENS)  # layers are dropped only to keep this much KV
-    info, spec, dec, kc, vc, nb = _setup(model, device, card, reference, block_size, dtype, memory_fraction, n_layers,
-                                         seed, max_kv_tokens=need)
-    bw, peak = _peaks(info)
-    points = [(L, b, g, False) for L in contexts for b in batches for g in graphs]
-    ref_ctx = 2048 if 2048 in contexts else contexts[0]  # compiling takes a minute per shape: one context only
-    points += [(ref_ctx, b, device == "cuda", True) for b in compiled_batches]
-    rows = []
-    for L, b, g, compiled in tqdm(points, desc="decode_step", disable=not progress):
-        blocks_each = -(-L // block_size)
-        if b * blocks_each > kc.shape[1]:
-            print(f"decode_step: batch {b} x context {L} does not fit the KV pool here; skipped")
+    info = info or device_info(s.device, s.card)
+    bs = s.block_size
+    graphs = (False, True) if s.graphs else (False,)
+    need = max(b * -(-L // bs) * bs for b in z.batches for L in z.contexts)
+    m = _model(s, info, min(need, REFERENCE_KV_TOKENS), max_kv_tokens=need)  # layers dropped only for 128K tokens
+    spec, nb, (bw, peak) = m.spec, m.dtype_bytes, m.peaks
+    attention = decode_attention(s.attention)
+    points = [(L, b, g, False) for L in z.contexts for b in z.batches for g in graphs]
+    ref_ctx = 2048 if 2048 in z.contexts else z.contexts[0]  # compiling takes a minute per shape: one context only
+    points += [(ref_ctx, b, s.graphs, True) for b in z.compiled_batches] if s.compiles else []
+    flush = L2Flush(s.device) if s.flush_l2 else False
+    for L, b, g, compiled in tqdm(points, desc="decode_step", disable=not s.progress):
+        fields = dict(model=spec.name, layers=spec.n_layers, batch=b, context=L, cuda_graphs=g, compiled=compiled)
+        blocks_each = -(-L // bs)
+        if b * blocks_each > m.num_blocks:
+            yield skipped(fields, f"batch {b} x context {L} needs {b * blocks_each} blocks; the pool here has "
+                                  f"{m.num_blocks}")
             continue
-        tables = _random_tables(b, blocks_each, kc.shape[1], device, seed + b)
-        lens = torch.full((b,), L, device=device, dtype=torch.long)
-        tokens = torch.randint(0, spec.vocab_size, (b,), device=device)
-        full = L % block_size == 0  # every row fills its blocks: no attention mask
-        step = lambda: dec.decode(tokens, tables, lens, kc, vc, full)  # noqa: E731
-        if compiled:
-            try:
-                step = torch.compile(step, fullgraph=True, dynamic=False)
-                step()  # compile now, inside the try
-                fn = graphed(step, device) if g else step
-            except Exception as exc:  # no compiler toolchain here: say so, keep the other rows
-                print(f"decode_step: torch.compile failed for batch {b} ({type(exc).__name__}); skipped")
-                continue
-        else:
-            fn = graphed(step, device) if g else step
-        t = median_time(fn, device, warmup, repeats)
+        row = _guarded(fields, lambda: _decode_point(m, s, attention.sdpa, b, L, g, compiled, flush, s.seed + b),
+                       s.device, compiled)
+        if row.get("status") in ("failed", "skipped"):
+            yield row
+            continue
+        t = row["step_s"]
         read = roofline.step_read_bytes(b, L, spec.matrix_weight_bytes(nb), spec.kv_bytes_per_token(nb))
         flops = b * spec.flops(1, L - 1, logits=1)
-        rows.append(dict(model=spec.name, layers=spec.n_layers, batch=b, context=L, cuda_graphs=g,
-                         compiled=compiled, step_s=t,
-                         read_bytes=read, achieved_Bps=read / t, flops=flops, achieved_flops=flops / t,
-                         mbu=read / t / bw if bw else None, mfu=flops / t / peak if peak else None,
-                         predicted_s=roofline.step_time(b, flops / b, L, spec.matrix_weight_bytes(nb),
-                                                        spec.kv_bytes_per_token(nb), peak, bw) if bw else None))
-        del fn
-    return pd.DataFrame(rows)
+        yield {**row, "read_bytes": read, "achieved_Bps": read / t, "flops": flops,
+               "achieved_flops": flops / t, "mbu": read / t / bw if bw else None,
+               "mfu": flops / t / peak if peak else None,
+               "predicted_s": roofline.step_time(b, flops / b, L, spec.matrix_weight_bytes(nb),
+                                                 spec.kv_bytes_per_token(nb), peak, bw) if bw else None}
 
 
-def prefill_chunks(model: str | ModelSpec = "qwen3-8b", chunks: tuple[int, ...] = (512, 2048), prompt_tokens: int = 8192,
-                   device: str = "cuda", card: str | None = None, block_size: int = 16, dtype: str = "bfloat16",
-                   memory_fraction: float = 0.8, n_layers: int | None = None, warmup: int = 2, repeats: int = 5,
-                   seed: int = 0, progress: bool = True) -> pd.DataFrame:
+def _decode_point(m: _Model, s: Settings, uses_sdpa: bool, b: int, L: int, graph: bool, compiled: bool,
+                  flush, seed: int) -> dict:
+    import torch
+
+    dev = s.device
+    tables = _random_tables(b, -(-L // s.block_size), m.num_blocks, dev, seed)
+    lens = torch.full((b,), L, device=dev, dtype=torch.long)
+    tokens = torch.randint(0, m.spec.vocab_size, (b,), device=dev)
+    full = L % s.block_size == 0  # every row fills its blocks: no attention mask, flash attention runs
+
+    def step():
+        return m.decoder.decode(tokens, tables, lens, m.k_cache, m.v_cache, full)
+
+    backend = _backend(step, s, uses_sdpa)
+    fn = pinned(step, backend)
+    if compiled:
+        fn = pinned(torch.compile(step, fullgraph=True, dynamic=False), backend)
+        fn()  # compile now: a missing toolchain or an out-of-memory error surfaces here, with its own text
+    t = median_time(fn, dev, s.warmup, s.repeats, graph=graph, flush=flush)
+    return {"step_s": t, "backend": backend or s.attention}
+
+
+def _timed(step: Callable[[], object], s: Settings, flush, graph: bool) -> dict:
+    """``time_s`` of ``step`` run under the first SDPA backend that takes it, and that ``backend``."""
+    backend = _backend(step, s)
+    return {"time_s": median_time(pinned(step, backend), s.device, s.warmup, s.repeats, graph=graph, flush=flush),
+            "backend": backend}
+
+
+def prefill_chunks(s: Settings, z: PrefillSizes = PrefillSizes(), info: DeviceInfo | None = None) -> Iterator[dict]:
     """Time (s) of one prefill chunk after 0 ... prompt - chunk cached tokens (no logits, as the chapter's footnote 6); MFU."""
     import torch
 
-    info, spec, dec, kc, vc, nb = _setup(model, device, card, prompt_tokens, block_size, dtype, memory_fraction,
-                                         n_layers, seed)
-    bw, peak = _peaks(info)
-    if kc.shape[1] * block_size < prompt_tokens:
-        raise ValueError(f"prompt_tokens ({prompt_tokens}) must fit the KV pool this device leaves "
-                         f"({kc.shape[1] * block_size} tokens)")
-    table = _random_tables(1, -(-prompt_tokens // block_size), kc.shape[1], device, seed)[0]
-    kc.normal_(), vc.normal_()  # a history with real numbers in it
+    info = info or device_info(s.device, s.card)
+    m = _model(s, info, z.prompt_tokens)
+    spec, nb, (bw, peak) = m.spec, m.dtype_bytes, m.peaks
+    bs = s.block_size
+    if m.num_blocks * bs < z.prompt_tokens:
+        raise ValueError(f"prompt_tokens ({z.prompt_tokens}) must fit the KV pool this device leaves "
+                         f"({m.num_blocks * bs} tokens)")
+    table = _random_tables(1, -(-z.prompt_tokens // bs), m.num_blocks, s.device, s.seed)[0]
+    m.k_cache.normal_(), m.v_cache.normal_()  # a history with real numbers in it
     points = []
-    for c in chunks:
-        if c > prompt_tokens:
-            raise ValueError(f"chunks must not exceed prompt_tokens ({prompt_tokens}), got {c}")
-        last = (prompt_tokens // c - 1) * c
+    for c in z.chunks:
+        if c > z.prompt_tokens:
+            raise ValueError(f"chunks must not exceed prompt_tokens ({z.prompt_tokens}), got {c}")
+        last = (z.prompt_tokens // c - 1) * c
         points += [(c, h, "first" if h == 0 else "last" if h == last else "middle")
                    for h in sorted({0, last // 2 // c * c, last})]
-    rows = []
-    for c, h, where in tqdm(points, desc="prefill_chunks", disable=not progress):
-        tokens = torch.randint(0, spec.vocab_size, (c,), device=device)
-        t = median_time(lambda: dec.chunk(tokens, h, table, kc, vc, logits="none"), device, warmup, repeats)
-        flops = spec.flops(c, h)
-        rows.append(dict(model=spec.name, layers=spec.n_layers, chunk=c, cached=h, position=where, time_s=t,
-                         flops=flops, achieved_flops=flops / t, mfu=flops / t / peak if peak else None,
-                         predicted_s=max(flops / peak, spec.matrix_weight_bytes(nb) / bw) if peak else None))
-    return pd.DataFrame(rows)
+    flush = L2Flush(s.device) if s.flush_l2 else False
+    for c, h, where in tqdm(points, desc="prefill_chunks", disable=not s.progress):
+        fields = dict(model=spec.name, layers=spec.n_layers, chunk=c, cached=h, position=where)
+        tokens = torch.randint(0, spec.vocab_size, (c,), device=s.device)
+
+        def step():
+            return m.decoder.chunk(tokens, h, table, m.k_cache, m.v_cache, logits="none")
+
+        row = _guarded(fields, lambda: _timed(step, s, flush, graph=False), s.device)
+        if row.get("status") == "failed":
+            yield row
+            continue
+        t, flops = row["time_s"], spec.flops(c, h)
+        yield {**row, "flops": flops, "achieved_flops": flops / t, "mfu": flops / t / peak if peak else None,
+               "predicted_s": max(flops / peak, spec.matrix_weight_bytes(nb) / bw) if peak else None}
 
 
-def verify_cost(model: str | ModelSpec = "qwen3-8b", positions: tuple[int, ...] = (1, 2, 5, 8), context: int = 2048,
-                device: str = "cuda", card: str | None = None, block_size: int = 16, dtype: str = "bfloat16",
-                cuda_graphs: bool | None = None, memory_fraction: float = 0.8, n_layers: int | None = None,
-                warmup: int = 3, repeats: int = 10, seed: int = 0, progress: bool = True) -> pd.DataFrame:
-    """Time (s) of verifying k positions (logits for each) after ``context`` tokens, against one decode step (batch 1)."""
+def verify_cost(s: Settings, z: VerifySizes = VerifySizes(), info: DeviceInfo | None = None) -> Iterator[dict]:
+    """Time (s) of verifying k positions (logits for each) against one decode step, both over ``z.context`` tokens.
+
+    The decode step is the token at position context - 1; verifying k positions runs the tokens
+    at context - k ... context - 1. Both read the same ``context`` positions of K/V, which fill
+    their blocks (decode without a mask, verify with the lower-right causal one), so the ratio
+    compares the work of k rows against one, not two attention kernels.
+    """
     import torch
 
-    graphs = (device == "cuda") if cuda_graphs is None else cuda_graphs
-    info, spec, dec, kc, vc, nb = _setup(model, device, card, context + max(positions) + block_size, block_size, dtype,
-                                         memory_fraction, n_layers, seed)
-    bw, peak = _peaks(info)
-    blocks_each = -(-(context + max(positions)) // block_size)
-    table = _random_tables(1, blocks_each, kc.shape[1], device, seed)
-    lens = torch.tensor([context + 1], device=device)
-    tok = torch.randint(0, spec.vocab_size, (1,), device=device)
-    step = lambda: dec.decode(tok, table, lens, kc, vc, context + 1 == blocks_each * block_size)  # noqa: E731
-    decode_s = median_time(graphed(step, device) if graphs else step, device, warmup, repeats)
-    rows = []
-    for k in tqdm(positions, desc="verify_cost", disable=not progress):
-        tokens = torch.randint(0, spec.vocab_size, (k,), device=device)
-        fn = lambda: dec.chunk(tokens, context, table[0], kc, vc, logits="all")  # noqa: E731
-        t = median_time(graphed(fn, device) if graphs else fn, device, warmup, repeats)
-        flops = spec.flops(k, context, logits=k)
-        rows.append(dict(model=spec.name, layers=spec.n_layers, positions=k, context=context, cuda_graphs=graphs,
-                         time_s=t, decode_s=decode_s, ratio=t / decode_s, flops=flops,
-                         predicted_s=roofline.step_time(1, flops, context, spec.matrix_weight_bytes(nb),
-                                                        spec.kv_bytes_per_token(nb), peak, bw) if bw else None))
-    return pd.DataFrame(rows)
+    bs = s.block_size
+    positive_int("context", z.context)
+    if z.context % bs or max(z.positions) > z.context:
+        raise ValueError(f"context ({z.context}) must be a multiple of block_size ({bs}) and at least the "
+                         f"largest positions ({max(z.positions)})")
+    info = info or device_info(s.device, s.card)
+    m = _model(s, info, z.context + bs)
+    spec, nb, (bw, peak) = m.spec, m.dtype_bytes, m.peaks
+    table = _random_tables(1, z.context // bs, m.num_blocks, s.device, s.seed)
+    m.k_cache.normal_(), m.v_cache.normal_()
+    lens = torch.tensor([z.context], device=s.device)
+    tok = torch.randint(0, spec.vocab_size, (1,), device=s.device)
+    attention = decode_attention(s.attention)
+
+    def step():
+        return m.decoder.decode(tok, table, lens, m.k_cache, m.v_cache, full_blocks=True)
+
+    decode_backend = _backend(step, s, attention.sdpa)
+    flush = L2Flush(s.device) if s.flush_l2 else False
+    decode_s = median_time(pinned(step, decode_backend), s.device, s.warmup, s.repeats, graph=s.graphs, flush=flush)
+    for k in tqdm(z.positions, desc="verify_cost", disable=not s.progress):
+        fields = dict(model=spec.name, layers=spec.n_layers, positions=k, context=z.context, cuda_graphs=s.graphs,
+                      decode_s=decode_s, decode_backend=decode_backend or s.attention)
+        tokens = torch.randint(0, spec.vocab_size, (k,), device=s.device)
+
+        def verify():
+            return m.decoder.chunk(tokens, z.context - k, table[0], m.k_cache, m.v_cache, logits="all")
+
+        row = _guarded(fields, lambda: _timed(verify, s, flush, graph=s.graphs), s.device)
+        if row.get("status") == "failed":
+            yield row
+            continue
+        flops = spec.flops(k, z.context - k, logits=k)
+        yield {**row, "ratio": row["time_s"] / decode_s, "flops": flops,
+               "predicted_s": roofline.step_time(1, flops, z.context, spec.matrix_weight_bytes(nb),
+                                                 spec.kv_bytes_per_token(nb), peak, bw) if bw else None}
 
 
-def attainable_mbu(rows: pd.DataFrame) -> float:
+def attainable_mbu(rows) -> float:
     """Best MBU of batch-1 decode with CUDA graphs in a decode_step record (the book asks for at least 70 %)."""
     sel = rows[(rows["batch"] == 1) & rows["cuda_graphs"].astype(bool)]  # compiled or not
     if sel.empty or sel["mbu"].isna().all():
         raise ValueError("rows must hold batch-1 CUDA-graph decode steps on a card with known peaks")
     return float(sel["mbu"].max())
-
-
