@@ -117,7 +117,7 @@ chromium:
 # Noto Sans CJK SC for the glossary's Chinese terms, DejaVu Sans for symbols; fontconfig finds them
 fonts:
 	@command -v fc-match >/dev/null && fc-list | grep -q "Noto Sans CJK SC" && fc-list | grep -q "DejaVu Sans" || \
-		(apt-get update -qq && apt-get install -y -qq fontconfig fonts-noto-cjk fonts-dejavu-core)
+		$(APT_INSTALL) fontconfig fonts-noto-cjk fonts-dejavu-core
 
 # The whole book as one PDF, _build/pdf/inferlab-book.pdf (and a copy in the site, linked from the landing page):
 # every page of _toc.yml printed by chromium, merged with bookmarks (inferlab.book.pdf; about a minute)
@@ -125,8 +125,11 @@ PDF := _build/pdf/inferlab-book.pdf
 pdf: book chromium
 	$(PY) -m inferlab.book.pdf
 
-# printed again only when the site was built since (every HTML build writes searchindex.js)
-$(PDF): _build/html/searchindex.js | $(STAMP) chromium
+# printed again when a page or the site's CSS or scripts changed since (a build rewrites only what changed, but
+# pygments.css every time); inferlab.book.pdf says `make book` first where there is no site
+SITE_FILES = $(filter-out _build/html/lite/% %/pygments.css,$(wildcard _build/html/*.html _build/html/*/*.html \
+	_build/html/_static/*.css _build/html/_static/*.js))
+$(PDF): $(SITE_FILES) | $(STAMP) chromium
 	$(PY) -m inferlab.book.pdf
 
 # in the book chain, before the browser test (which follows the landing page's link to the PDF): the PDF of the

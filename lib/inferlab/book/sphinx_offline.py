@@ -7,18 +7,32 @@
 - Puts a "Try it live" banner on every notebook page, linking to the JupyterLite site that
   jupyterlite-sphinx builds into ``lite/``, with the ``inferlab`` wheel built here.
 - Drops scripts that extensions add twice (sphinx-thebe's ``const THEBE_JS_URL``).
+- Ships only what the built pages load: MathJax's page script with the files it loads itself (its fonts, the
+  TeX extensions it autoloads, the accessibility tools of its menu with English speech), and the Jupyter widget
+  manager (``embed-amd.js``, require.js, their fonts) only when a page shows a saved widget. One search field: the
+  sidebar's (the theme's header repeated it).
+- Ships a fallback webfont for the characters the built pages use beyond Latin: the glossary's Chinese terms
+  (subset of Noto Sans CJK SC, Debian's fonts-noto-cjk) and symbols such as check marks (subset of DejaVu Sans),
+  cut with fontTools at build time to exactly those characters (``FALLBACK_FONTS``, ``static/inferlab-frames.css``).
+- Marks each explorer with its notebook (``data-notebook``), which print names ("Interactive in ... the notebook").
+- Copies the book's PDF (``inferlab.book.pdf``, ``make pdf``) into the site when one was printed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import html
 import json
+import logging
 import os
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+from .pdf import PDF_NAME
 from .widgets import OFFLINE_ENV
 
 #: Where the widget manager's bundles look for their fonts: next to the URL require.js gives each of its modules
@@ -26,18 +40,35 @@ from .widgets import OFFLINE_ENV
 WIDGET_FONTS = ("@jupyter-widgets", "@jupyter-widgets/html-manager/dist")
 _FONTS = "@jupyter-widgets/html-manager/dist/*."
 #: Files and folders taken from web/node_modules into _static (source glob, parent folder under _static).
+#: MathJax: the one script pages load (tex-mml-chtml.js, which already holds the TeX and MathML input, the CHTML
+#: output with its font data, the menu and assistive MathML) and what that script loads itself: its woff fonts,
+#: the TeX extensions ``autoload`` fetches on first use, and what its menu's accessibility options fetch (the
+#: explorer and the speech-rule engine with its English and Nemeth rules; the book is in English). Left out:
+#: the other combined components and inputs, ``ui/`` (in the script), ``adaptors/`` (Node only), all-packages.js
+#: and ``mml3`` (loaded only when configured), and the speech rules of ten other languages (3.3 MB).
 ASSETS: list[tuple[str, str]] = [
     ("mathjax/es5/tex-mml-chtml.js", "mathjax"),
-    ("mathjax/es5/input", "mathjax"),
-    ("mathjax/es5/output/chtml", "mathjax/output"),
-    ("mathjax/es5/ui", "mathjax"),
-    ("mathjax/es5/a11y", "mathjax"),
-    ("mathjax/es5/sre", "mathjax"),
-    ("mathjax/es5/adaptors", "mathjax"),
+    ("mathjax/es5/output/chtml/fonts/woff-v2", "mathjax/output/chtml/fonts"),
+    ("mathjax/es5/input/tex/extensions/*.js", "mathjax/input/tex/extensions"),
+    *[(f"mathjax/es5/a11y/{name}.js", "mathjax/a11y") for name in ("explorer", "semantic-enrich", "complexity", "sre")],
+    *[(f"mathjax/es5/sre/mathmaps/{name}.json", "mathjax/sre/mathmaps") for name in ("base", "en", "nemeth")],
     ("requirejs/require.js", "."),
     ("@jupyter-widgets/html-manager/dist/embed-amd.js", "."),
     *[(_FONTS + ext, folder) for ext in ("woff2", "woff", "ttf", "eot", "svg") for folder in WIDGET_FONTS],
 ]
+#: Matched by a glob above, never loaded (all-packages.js: only when configured, and the autoloader loads single
+#: extensions).
+LEFT_OUT = ("all-packages.js",)
+#: The widget manager's files under _static: removed from the site when no page loads ``embed-amd.js``.
+WIDGET_MANAGER = ("embed-amd.js", "require.js", WIDGET_FONTS[0])
+#: Fallback webfonts (file under _static, fontconfig pattern of the source font, Debian package, Unicode ranges):
+#: each holds the characters of the built pages in its ranges that its source font has; the @font-face rules in
+#: static/inferlab-frames.css name the same files and ranges.
+FALLBACK_FONTS: tuple[tuple[str, str, str, tuple[tuple[int, int], ...]], ...] = (
+    ("inferlab-cjk.woff2", "Noto Sans CJK SC:style=Regular", "fonts-noto-cjk",
+     ((0x2E80, 0x9FFF), (0xF900, 0xFAFF), (0xFE30, 0xFE4F), (0xFF00, 0xFFEF))),
+    ("inferlab-symbols.woff2", "DejaVu Sans:style=Book", "fonts-dejavu-core", ((0x2190, 0x2BFF),)),
+)
 HERE = Path(__file__).resolve().parent
 #: Folders of the repository that the JupyterLite site carries (its notebooks open from there).
 LITE_CONTENTS = ("chapters", "exercises", "data")
@@ -46,14 +77,19 @@ LITE_NOTE = ("it runs in your browser with every knob live; the book's files shi
 
 
 def stage_assets(node_modules: Path, dest: Path) -> Path:
-    """Copy ``ASSETS`` from ``node_modules`` into ``dest`` (a static folder); ValueError names what is missing."""
+    """Copy ``ASSETS`` from ``node_modules`` into ``dest`` (a static folder); ValueError names what is missing.
+
+    MathJax's folder is staged anew, so that files an earlier build staged and ``ASSETS`` no longer lists go."""
     if not node_modules.is_dir():
         raise ValueError(f"node_modules ({node_modules}) is missing: run `make` (npm ci in web/)")
+    shutil.rmtree(dest / "mathjax", ignore_errors=True)
     for pattern, target in ASSETS:
         matches = sorted(node_modules.glob(pattern))
         if not matches:
             raise ValueError(f"node_modules lacks {pattern}: run `npm ci` in web/")
         for src in matches:
+            if src.name in LEFT_OUT:
+                continue
             out = dest / target / src.name
             if src.is_dir():
                 shutil.copytree(src, out, dirs_exist_ok=True)
@@ -94,6 +130,8 @@ def _configure(app: Any, config: Any) -> None:
     build = Path(app.outdir).parent
     static = stage_assets(root / "web" / "node_modules", build / "offline_static")
     config.html_static_path.append(str(static))
+    # one search field, the sidebar's: pydata-sphinx-theme puts another in the header unless told otherwise
+    config.html_theme_options.setdefault("navbar_persistent", [])
     if not config.html_favicon:  # else the browser asks the site for /favicon.ico and logs a 404
         config.html_favicon = str(HERE / "static" / "favicon.png")
     if "jupyterlite_sphinx" in config.extensions:
@@ -173,9 +211,185 @@ def _page_context(app: Any, pagename: str, templatename: str, context: dict[str,
     context["default_mode"] = context.get("default_mode") or "auto"
     _offline_assets(context, set(app.config.nb_ipywidgets_js), pagename)
     source = Path(app.srcdir) / f"{pagename}.ipynb"
-    if doctree is not None and "body" in context and source.exists() \
-            and "jupyterlite_sphinx" in app.config.extensions:
-        context["body"] = try_live_banner(pagename) + context["body"]
+    if doctree is not None and "body" in context and source.exists():
+        # print says where an explorer is live (static/inferlab-frames.css)
+        context["body"] = context["body"].replace(
+            '<figure class="inferlab-frames"',
+            f'<figure class="inferlab-frames" data-notebook="{html.escape(pagename)}.ipynb"')
+        if "jupyterlite_sphinx" in app.config.extensions:
+            context["body"] = try_live_banner(pagename) + context["body"]
+
+
+class _PageText(HTMLParser):
+    """What a built page shows as text (scripts and styles left out) and the files it loads."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.text: list[str] = []
+        self.loads: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag in ("script", "style"):
+            self._skip += 1
+        if tag == "script" and a.get("src"):
+            self.loads.append(a["src"])
+        elif tag == "link" and a.get("href"):
+            self.loads.append(a["href"])
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("script", "style") and self._skip:
+            self._skip -= 1
+
+    def handle_data(self, data: str) -> None:
+        if not self._skip:
+            self.text.append(data)
+
+
+def built_pages(outdir: Path) -> list[Path]:
+    """The HTML pages of a built site (not JupyterLite's, not files under ``_static``)."""
+    return sorted(p for p in outdir.rglob("*.html")
+                  if not {"lite", "_static", "_sources", "_images"} & set(p.relative_to(outdir).parts[:-1]))
+
+
+def _read_pages(outdir: Path) -> tuple[str, set[Path]]:
+    """All the text the built pages show, and every file they load (resolved)."""
+    text, loads = [], set()
+    for page in built_pages(outdir):
+        parser = _PageText()
+        parser.feed(page.read_text(encoding="utf-8"))
+        text.append("".join(parser.text))
+        for ref in parser.loads:
+            path = ref.split("?", 1)[0].split("#", 1)[0]
+            if path and "://" not in path and not path.startswith("data:"):
+                loads.add((page.parent / path).resolve())
+    return "\n".join(text), loads
+
+
+def _drop_unused_widget_manager(static: Path, loads: set[Path]) -> list[str]:
+    """Remove the widget manager from the site's ``static`` folder when no page loads it; what was removed."""
+    if (static / "embed-amd.js").resolve() in loads:
+        return []
+    removed = []
+    for name in WIDGET_MANAGER:
+        path = static / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+        else:
+            continue
+        removed.append(name)
+    return removed
+
+
+def _drop_stale(site_folder: Path, staged_folder: Path) -> list[str]:
+    """Remove files of ``site_folder`` that ``staged_folder`` no longer holds (Sphinx copies static files over
+    an earlier build's and removes none); what was removed, relative to ``site_folder``."""
+    if not site_folder.is_dir():
+        return []
+    removed = []
+    for path in sorted(site_folder.rglob("*"), reverse=True):  # files before the folders that hold them
+        rel = path.relative_to(site_folder)
+        if path.is_file() and not (staged_folder / rel).exists():
+            path.unlink()
+            removed.append(str(rel))
+        elif path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+    return removed
+
+
+def _font_source(pattern: str) -> tuple[Path, int] | None:
+    """The file and face index fontconfig gives for ``pattern``, when it is that family (not a substitute)."""
+    if shutil.which("fc-match") is None:
+        return None
+    out = subprocess.run(["fc-match", "-f", "%{file}\n%{index}\n%{family}", pattern], capture_output=True, text=True)
+    lines = out.stdout.split("\n")
+    if out.returncode != 0 or len(lines) < 3:
+        return None
+    family = pattern.split(":", 1)[0]
+    if family not in [f.strip() for f in lines[2].split(",")]:
+        return None
+    return Path(lines[0]), int(lines[1] or 0)
+
+
+def _font_chars(source: Path, index: int) -> set[int]:
+    """The code points a font file maps (its face ``index``), read by fontTools in a child process."""
+    code = ("import sys, json; from fontTools.ttLib import TTFont; "
+            "print(json.dumps(sorted(TTFont(sys.argv[1], fontNumber=int(sys.argv[2]), lazy=True).getBestCmap())))")
+    out = subprocess.run([sys.executable, "-c", code, str(source), str(index)], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"reading {source} failed: {out.stderr[-2000:]}")
+    return set(json.loads(out.stdout))
+
+
+def subset_font(source: Path, index: int, chars: list[int], out: Path, cache: Path) -> Path:
+    """``out``: a WOFF2 of face ``index`` of ``source`` holding exactly the code points ``chars`` (fontTools'
+    pyftsubset, no hinting); kept in ``cache`` under a key of the source and the characters."""
+    key = hashlib.sha256(json.dumps([str(source), source.stat().st_mtime, index, chars]).encode()).hexdigest()[:16]
+    cached = cache / f"{out.stem}-{key}.woff2"
+    if not cached.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(".tmp")
+        unicodes = ",".join(f"{c:04X}" for c in chars) or "0"  # none: the font's .notdef alone
+        run = subprocess.run([sys.executable, "-m", "fontTools.subset", str(source), f"--font-number={index}",
+                              f"--unicodes={unicodes}", "--flavor=woff2",
+                              "--no-hinting", "--desubroutinize", "--name-IDs=1,2,3,4,6",
+                              "--layout-features=kern,liga,ccmp,locl,mark,mkmk",
+                              f"--output-file={tmp}"], capture_output=True, text=True)
+        if run.returncode != 0:
+            raise RuntimeError(f"subsetting {source} failed: {run.stderr[-2000:]}")
+        tmp.replace(cached)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(cached, out)
+    return out
+
+
+def _ship_fallback_fonts(app: Any, text: str, static: Path) -> None:
+    """Write ``FALLBACK_FONTS`` into the site, each cut to the characters of ``text`` in its ranges (a font whose
+    ranges the pages use is always written, if need be with no character, so that no page asks for a missing
+    file)."""
+    logger = logging.getLogger(f"sphinx.{__name__}")  # Sphinx's handlers: -W turns its warnings into errors
+    used = {ord(c) for c in text}
+    cache = Path(app.outdir).parent / "fonts"
+    missing: set[int] = set()
+    for name, pattern, package, ranges in FALLBACK_FONTS:
+        out = static / name
+        wanted = sorted(c for c in used if any(lo <= c <= hi for lo, hi in ranges))
+        if not wanted:
+            out.unlink(missing_ok=True)
+            continue
+        found = _font_source(pattern)
+        if found is None:
+            logger.warning(f"no font {pattern!r} for the fallback webfont {name}: install Debian's {package} "
+                           f"(make fonts); {len(wanted)} characters of the pages would show as boxes where "
+                           "the reader's system lacks them")
+            continue
+        covered = _font_chars(*found)
+        chars = [c for c in wanted if c in covered]
+        missing |= set(wanted) - covered
+        subset_font(found[0], found[1], chars, out, cache)
+        logger.info(f"fallback webfont {name}: {len(chars)} characters, {out.stat().st_size:,} bytes")
+    if missing:  # emoji, which no fallback font here draws: the reader's emoji font shows them, or a box
+        logger.info("characters of the pages that no fallback font covers: "
+                    + " ".join(f"{chr(c)} U+{c:04X}" for c in sorted(missing)))
+
+
+def _finish(app: Any, exception: Exception | None) -> None:
+    """After the HTML is written: drop the widget manager no page loads, cut the fallback fonts to the pages'
+    characters, and copy the book's PDF into the site when one has been printed."""
+    if exception is not None or app.builder.format != "html":
+        return
+    outdir = Path(app.outdir)
+    static = outdir / "_static"
+    text, loads = _read_pages(outdir)
+    _drop_stale(static / "mathjax", outdir.parent / "offline_static" / "mathjax")
+    _drop_unused_widget_manager(static, loads)
+    _ship_fallback_fonts(app, text, static)
+    pdf = outdir.parent / "pdf" / PDF_NAME
+    if pdf.is_file():
+        shutil.copy2(pdf, outdir / PDF_NAME)
 
 
 def setup(app: Any) -> dict[str, Any]:
@@ -184,6 +398,7 @@ def setup(app: Any) -> dict[str, Any]:
     app.connect("config-inited", _configure, priority=400)  # before jupyterlite-sphinx reads its config
     app.connect("config-inited", _stage_lite_contents, priority=600)  # after it empties its contents folder
     app.connect("html-page-context", _page_context, priority=900)  # after the theme and myst-nb add theirs
+    app.connect("build-finished", _finish)
     app.add_js_file("inferlab-frames.js", defer="defer")
     app.add_css_file("inferlab-frames.css")
     return {"parallel_read_safe": True, "parallel_write_safe": True}
