@@ -86,7 +86,7 @@ book-check: $(STAMP) $(WEB)
 	@$(MAKE) --no-print-directory browser
 
 unit: $(STAMP) $(TORCH) $(WEB) bubblewrap
-	$(PY) -m pytest tests -m "not book" -n $(JOBS) -q
+	INFERLAB_REQUIRE_SANDBOX=1 $(PY) -m pytest tests -m "not book" -n $(JOBS) -q
 
 notebooks: $(STAMP)
 	rm -rf $(CACHE)

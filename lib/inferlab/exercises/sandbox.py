@@ -47,12 +47,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SANDBOX_UID", "RESULT_FD_ENV", "OWNER_ENV", "PYTHON", "Limits", "Outcome", "SandboxUnavailable", "bwrap_command", "run",
+__all__ = ["SANDBOX_UID", "RESULT_FD_ENV", "OWNER_ENV", "PRIVATE_ENV", "PYTHON", "Limits", "Outcome", "SandboxUnavailable", "bwrap_command", "run",
            "unavailable", "run_folder", "runs_root", "python_paths"]
 
 SANDBOX_UID = 65534  # nobody
 RESULT_FD_ENV = "SANDBOX_RESULT_FD"
 OWNER_ENV = "SANDBOX_OWNER"  # the pid of the process that made the sandbox: tells one grader's sandboxes from another's
+#: Variables of the grader's environment an unconfined command never inherits (the variants' secret).
+PRIVATE_ENV = ("INFERLAB_GRADE_SECRET",)
 PYTHON = os.path.abspath(sys.executable)  # normalised: a path through a folder the sandbox lacks would not resolve
 _SYSTEM = (Path("/usr"), Path("/etc"))
 _TOP_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")  # symlinks into /usr on merged-/usr systems
@@ -140,16 +142,17 @@ def bwrap_command(argv: Sequence[str], *, binds: Sequence[Path] = (), files: Map
             cmd += ["--symlink", os.readlink(top), str(top)]
         elif top.is_dir():
             cmd += ["--ro-bind", str(top), str(top)]
+    # the fresh /tmp first: a folder bound below it (a checkout or a virtual environment under /tmp) then shows
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
     folders = [p for p in _ro_binds([*binds]) if not any(p == s or s in p.parents for s in _SYSTEM)]
     # bwrap 0.8 makes missing parents of a mount point mode 0700, closed to the sandbox's uid: make them first
     inside = [*_SYSTEM, *folders]
     parents = dict.fromkeys(a for t in [*folders, *map(Path, files or {})] for a in reversed(Path(t).parents)
-                            if a != Path("/") and not any(a == q or q in a.parents for q in inside))
+                            if a not in (Path("/"), Path("/tmp")) and not any(a == q or q in a.parents for q in inside))
     for a in parents:
         cmd += ["--perms", "0755", "--dir", str(a)]
     for p in folders:
         cmd += ["--ro-bind", str(p), str(p)]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
     for target, source in (files or {}).items():
         cmd += ["--ro-bind", str(source), str(target)]
     cmd += ["--clearenv"]
@@ -214,7 +217,8 @@ def run(argv: Sequence[str], *, deadline_s: float, binds: Sequence[Path] = (),
             child_env, child_cwd = None, None
         else:
             cmd = [*limits.prlimit(tasks=False), *argv]
-            child_env = {**os.environ, **(env or {}), RESULT_FD_ENV: str(write_fd), OWNER_ENV: str(os.getpid())}
+            child_env = {**{k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}, **(env or {}),
+                         RESULT_FD_ENV: str(write_fd), OWNER_ENV: str(os.getpid())}
             child_cwd = cwd
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 pass_fds=[write_fd] + ([userns_fd] if userns_fd is not None else []),
