@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import positive
+from ._validate import finite_result, instance, non_negative_int, positive
 from .datasets import published
 from .hardware import Accelerator
 from .models import ModelSpec
+from .roofline import efficiency
 from .units import GB
 
 #: MFU of a batch-1 prefill; the chapter prints "62 %", its examples use 62.2 % (307.9 ms, 94.7 ms).
@@ -33,7 +34,11 @@ def prefill_time(
     logits: int = 1,
 ) -> float:
     """Seconds to prefill ``new_tokens`` after ``cached_tokens`` at ``mfu`` x peak BF16 FLOP/s."""
-    return accelerator.compute_time(model.flops(new_tokens, cached_tokens, logits=min(logits, new_tokens)), mfu)
+    instance("model", model, ModelSpec), instance("accelerator", accelerator, Accelerator)
+    n, rows = non_negative_int("new_tokens", new_tokens), non_negative_int("logits", logits)
+    flops = model.flops(n, cached_tokens, logits=min(rows, n))
+    # Accelerator.compute_time's arithmetic, with its overflow blamed on this function's arguments
+    return finite_result(flops / (accelerator.peak_bf16_flops * efficiency("mfu", mfu)), "new_tokens", "mfu")
 
 
 def decode_step_table() -> tuple[np.ndarray, np.ndarray]:

@@ -31,7 +31,10 @@ def _table(folder: str, name: str) -> pd.DataFrame:
 
 
 def published(name: str) -> pd.DataFrame:
-    """A table the chapter prints, from ``data/published/<name>.csv`` (provenance in data/README.md)."""
+    """A table the chapter prints, from ``data/published/<name>.csv`` (provenance in data/README.md).
+
+    A cell the chapter leaves empty (a value it does not report) is NaN.
+    """
     return _table("published", name)
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ._validate import non_negative_int, positive_int
+from ._validate import instance, mapping, non_negative, non_negative_int, positive_int
 from .calibration import decode_step_table
 from .datasets import published
 from .hardware import ACCELERATORS, Accelerator
@@ -28,6 +28,7 @@ class RequestClass:
     shared_prefix_tokens: int = 0
 
     def __post_init__(self) -> None:
+        instance("name", self.name, str)
         positive_int("prompt_tokens", self.prompt_tokens)
         positive_int("output_tokens", self.output_tokens)
         non_negative_int("shared_prefix_tokens", self.shared_prefix_tokens)
@@ -53,6 +54,8 @@ SINGLE_ITL_S = 0.0265
 
 def single_short_request(stalls_s: dict[int, float] | None = None) -> RequestTimes:
     """Timeline of section 8.1.1's short request (0.1 s queue, 0.096 s prefill, 255 gaps of 26.5 ms)."""
+    if stalls_s is not None:
+        mapping("stalls_s", stalls_s)
     return single_request(SINGLE_QUEUE_S, SINGLE_PREFILL_S, SINGLE_ITL_S, SHORT.output_tokens, stalls_s=stalls_s)
 
 
@@ -77,6 +80,7 @@ def memory_split() -> pd.DataFrame:
 
 def kv_capacity_table(kv_budget_bytes: float = KV_BUDGET_BYTES, block_size: int = 16) -> pd.DataFrame:
     """Per request class: tokens held at completion, KV after prefill and at completion (MiB), and how many fit."""
+    non_negative("kv_budget_bytes", kv_budget_bytes)
     rows = {c.name: {"tokens held": kv_tokens(c.prompt_tokens, c.output_tokens),
                      "after prefill (MiB)": request_kv_bytes(MODEL, c.prompt_tokens, 1, block_size) / MiB,
                      "at completion (MiB)": request_kv_bytes(MODEL, c.prompt_tokens, c.output_tokens,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._validate import non_negative, positive
+from ._validate import finite_result, instance, non_negative, positive
 from .units import GB, TFLOP
 
 
@@ -22,6 +22,8 @@ class Accelerator:
     source: str
 
     def __post_init__(self) -> None:
+        for field in ("name", "host_link", "source"):
+            instance(field, getattr(self, field), str)
         for field in ("memory_bytes", "hbm_bandwidth", "peak_bf16_flops", "power_w", "host_link_bandwidth"):
             positive(field, getattr(self, field))
 
@@ -33,18 +35,20 @@ class Accelerator:
     def memory_time(self, n_bytes: float, efficiency: float = 1.0) -> float:
         """Seconds to read ``n_bytes`` from device memory at ``efficiency`` x peak bandwidth (MBU)."""
         non_negative("n_bytes", n_bytes)
-        return n_bytes / (self.hbm_bandwidth * positive("efficiency", efficiency))
+        seconds = n_bytes / (self.hbm_bandwidth * positive("efficiency", efficiency))
+        return finite_result(seconds, "n_bytes", "efficiency")
 
     def compute_time(self, flops: float, efficiency: float = 1.0) -> float:
         """Seconds to do ``flops`` dense BF16 FLOP at ``efficiency`` x peak (MFU)."""
         non_negative("flops", flops)
-        return flops / (self.peak_bf16_flops * positive("efficiency", efficiency))
+        seconds = flops / (self.peak_bf16_flops * positive("efficiency", efficiency))
+        return finite_result(seconds, "flops", "efficiency")
 
     def transfer_time(self, n_bytes: float, link_bandwidth: float | None = None) -> float:
         """Seconds to move ``n_bytes`` over the host link (one direction), or over ``link_bandwidth``."""
         non_negative("n_bytes", n_bytes)
         bw = self.host_link_bandwidth if link_bandwidth is None else positive("link_bandwidth", link_bandwidth)
-        return n_bytes / bw
+        return finite_result(n_bytes / bw, "n_bytes", "link_bandwidth")
 
 
 PCIE_GEN4_X16 = 32 * GB  # per direction

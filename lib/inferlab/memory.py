@@ -7,7 +7,7 @@ of ``block_size`` tokens; a prefix shared by several requests is stored once, in
 
 from __future__ import annotations
 
-from ._validate import non_negative, non_negative_int, positive_int
+from ._validate import finite_result, instance, items, non_negative, non_negative_int, positive_int
 from .models import ModelSpec
 
 
@@ -47,6 +47,7 @@ def request_kv_bytes(
 
     ``output_tokens=1`` gives the state right after prefill (the prompt's KV only).
     """
+    instance("model", model, ModelSpec)
     tokens = kv_tokens(prompt_tokens, output_tokens)
     return blocks_for(tokens, block_size) * block_size * model.kv_bytes_per_token(dtype_bytes)
 
@@ -64,13 +65,14 @@ def shared_and_private_bytes(
     Only whole blocks can be shared: floor(prefix / block) blocks are stored once and each
     request allocates blocks for the rest of its tokens.
     """
+    instance("model", model, ModelSpec)
+    total = kv_tokens(prompt_tokens, output_tokens)
     non_negative_int("shared_prefix_tokens", shared_prefix_tokens)
     positive_int("block_size", block_size)
     if shared_prefix_tokens > prompt_tokens:
         raise ValueError(
             f"shared_prefix_tokens ({shared_prefix_tokens}) must not exceed prompt_tokens ({prompt_tokens})"
         )
-    total = kv_tokens(prompt_tokens, output_tokens)
     shared_blocks = shared_prefix_tokens // block_size
     private_blocks = blocks_for(total - shared_blocks * block_size, block_size)
     per_block = block_size * model.kv_bytes_per_token(dtype_bytes)
@@ -112,14 +114,15 @@ def max_concurrent_requests(
         raise ValueError("requests hold no private KV: prompt_tokens + output_tokens must exceed the shared prefix")
     if kv_budget_bytes < shared + private:
         return 0
-    return int((kv_budget_bytes - shared) // private)
+    return int(finite_result((kv_budget_bytes - shared) // private, "kv_budget_bytes", "dtype_bytes"))
 
 
 # ---- paged vs whole-request reservation (section 8.3.1) ---------------------------------
 def _lengths(lengths: "list[int] | tuple[int, ...]") -> list[int]:
-    if len(lengths) == 0:
+    ls = items("lengths", lengths)
+    if not ls:
         raise ValueError("lengths must name at least one sequence")
-    return [non_negative_int("lengths[i]", n) for n in lengths]
+    return [non_negative_int("lengths[i]", n) for n in ls]
 
 
 def reserved_slots(lengths: "list[int] | tuple[int, ...]", max_tokens: int) -> int:
@@ -127,7 +130,7 @@ def reserved_slots(lengths: "list[int] | tuple[int, ...]", max_tokens: int) -> i
     ls = _lengths(lengths)
     positive_int("max_tokens", max_tokens)
     if max(ls) > max_tokens:
-        raise ValueError(f"a length ({max(ls)}) exceeds max_tokens ({max_tokens})")
+        raise ValueError(f"lengths must not exceed max_tokens ({max_tokens}), got a length of {max(ls)}")
     return len(ls) * max_tokens
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._validate import non_negative_int, positive, positive_int
+from ._validate import finite_result, flag, instance, non_negative_int, positive, positive_int
 
 
 def causal_pairs(new_tokens: int, cached_tokens: int = 0) -> int:
@@ -38,17 +38,24 @@ class ModelSpec:
     source: str = ""
 
     def __post_init__(self) -> None:
+        instance("name", self.name, str), instance("source", self.source, str)
+        flag("tie_embeddings", self.tie_embeddings), flag("qk_norm", self.qk_norm)
         for field in ("n_layers", "n_heads", "n_kv_heads", "head_dim", "hidden_size", "vocab_size"):
             positive_int(field, getattr(self, field))
+        for field in ("intermediate_size", "n_experts", "n_active_experts", "moe_intermediate_size"):
+            non_negative_int(field, getattr(self, field))
         if self.n_heads % self.n_kv_heads:
             raise ValueError(f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})")
         if self.n_experts:
-            positive_int("n_active_experts", self.n_active_experts)
-            positive_int("moe_intermediate_size", self.moe_intermediate_size)
+            for field in ("n_active_experts", "moe_intermediate_size"):
+                if getattr(self, field) < 1:
+                    raise ValueError(f"{field} must be >= 1 for a mixture of n_experts ({self.n_experts}) experts, "
+                                     f"got {getattr(self, field)}")
             if self.n_active_experts > self.n_experts:
                 raise ValueError("n_active_experts must not exceed n_experts")
-        else:
-            positive_int("intermediate_size", self.intermediate_size)
+        elif self.intermediate_size < 1:
+            raise ValueError(f"intermediate_size must be >= 1 for a dense model (n_experts 0), "
+                             f"got {self.intermediate_size}")
 
     # ---- parameter counts -------------------------------------------------------------
     @property
@@ -106,19 +113,21 @@ class ModelSpec:
     # ---- bytes ------------------------------------------------------------------------
     def weight_bytes(self, dtype_bytes: float = 2) -> float:
         """Bytes of all weights stored at ``dtype_bytes`` per parameter."""
-        return self.n_params * positive("dtype_bytes", dtype_bytes)
+        return finite_result(self.n_params * positive("dtype_bytes", dtype_bytes), "dtype_bytes")
 
     def matrix_weight_bytes(self, dtype_bytes: float = 2) -> float:
         """Bytes read once per decode step: every weight but the input embedding (D_w)."""
-        return (self.n_params - self.embedding_params) * positive("dtype_bytes", dtype_bytes)
+        dense = self.n_params - self.embedding_params
+        return finite_result(dense * positive("dtype_bytes", dtype_bytes), "dtype_bytes")
 
     def ffn_layer_bytes(self, dtype_bytes: float = 2) -> float:
         """Bytes of one layer's FFN matrices (288 MiB for Qwen3-8B in BF16)."""
-        return self.ffn_params * positive("dtype_bytes", dtype_bytes)
+        return finite_result(self.ffn_params * positive("dtype_bytes", dtype_bytes), "dtype_bytes")
 
     def kv_bytes_per_token(self, dtype_bytes: float = 2) -> float:
         """KV bytes one token adds across all layers: 2 (K and V) x layers x KV heads x head_dim x dtype."""
-        return 2 * self.n_layers * self.n_kv_heads * self.head_dim * positive("dtype_bytes", dtype_bytes)
+        values = 2 * self.n_layers * self.n_kv_heads * self.head_dim
+        return finite_result(values * positive("dtype_bytes", dtype_bytes), "dtype_bytes")
 
     # ---- FLOP -------------------------------------------------------------------------
     def flops(self, new_tokens: int, cached_tokens: int = 0, logits: int = 0) -> float:

@@ -13,13 +13,15 @@ import math
 from collections import Counter
 from collections.abc import Hashable, Iterable
 
-from ._validate import non_negative, non_negative_int, positive, positive_int
+from ._validate import (finite_result, flag, instance, items, non_negative, non_negative_int, positive,
+                        positive_int)
 from .hardware import Accelerator
 from .models import ModelSpec
 
 
 def efficiency(name: str, value: float) -> float:
-    """Return an efficiency (MFU or MBU, a fraction of a peak) if it lies in (0, 1]; else ValueError."""
+    """Return an efficiency (MFU or MBU, a fraction of a peak) if it lies in (0, 1]; else ValueError naming ``name``."""
+    instance("name", name, str)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
         raise ValueError(f"{name} must lie in (0, 1], got {value!r}")
     return float(value)
@@ -28,7 +30,8 @@ def efficiency(name: str, value: float) -> float:
 # ---- bytes ---------------------------------------------------------------------------------
 def weight_intensity(batch: int, weight_element_bytes: float = 2) -> float:
     """FLOP per byte of weight read when ``batch`` rows share each weight: 2b / s_w."""
-    return 2 * positive_int("batch", batch) / positive("weight_element_bytes", weight_element_bytes)
+    return finite_result(2 * positive_int("batch", batch) / positive("weight_element_bytes", weight_element_bytes),
+                         "batch", "weight_element_bytes")
 
 
 def step_read_bytes(batch: int, context_tokens: int, matrix_weight_bytes: float, kv_bytes_per_token: float) -> float:
@@ -37,7 +40,8 @@ def step_read_bytes(batch: int, context_tokens: int, matrix_weight_bytes: float,
     non_negative_int("context_tokens", context_tokens)
     non_negative("matrix_weight_bytes", matrix_weight_bytes)
     non_negative("kv_bytes_per_token", kv_bytes_per_token)
-    return matrix_weight_bytes + batch * context_tokens * kv_bytes_per_token
+    return finite_result(matrix_weight_bytes + batch * context_tokens * kv_bytes_per_token, "batch", "context_tokens",
+                         "matrix_weight_bytes", "kv_bytes_per_token")
 
 
 def bytes_per_output_token(
@@ -54,7 +58,8 @@ def hbm_bytes_per_output_token(
     positive_int("batch", batch)
     non_negative("weight_bytes", weight_bytes)
     non_negative("kv_bytes", kv_bytes)
-    return kv_bytes if separate_weight_store else weight_bytes / batch + kv_bytes
+    return kv_bytes if flag("separate_weight_store", separate_weight_store) else finite_result(
+        weight_bytes / batch + kv_bytes, "weight_bytes", "kv_bytes")
 
 
 def b_kv(matrix_weight_bytes: float, context_tokens: int, kv_bytes_per_token: float) -> int:
@@ -62,16 +67,17 @@ def b_kv(matrix_weight_bytes: float, context_tokens: int, kv_bytes_per_token: fl
     positive("matrix_weight_bytes", matrix_weight_bytes)
     positive_int("context_tokens", context_tokens)
     positive("kv_bytes_per_token", kv_bytes_per_token)
-    return max(1, math.ceil(matrix_weight_bytes / (context_tokens * kv_bytes_per_token)))
+    ratio = finite_result(matrix_weight_bytes / (context_tokens * kv_bytes_per_token), "matrix_weight_bytes",
+                          "context_tokens", "kv_bytes_per_token")
+    return max(1, math.ceil(ratio))
 
 
 def resident_bytes(batch: int, context_tokens: int, weight_bytes: float, kv_bytes_per_token: float) -> float:
     """Bytes held at once by the weights and ``batch`` requests' KV of ``context_tokens`` each."""
     positive_int("batch", batch)
     non_negative_int("context_tokens", context_tokens)
-    return non_negative("weight_bytes", weight_bytes) + batch * context_tokens * non_negative(
-        "kv_bytes_per_token", kv_bytes_per_token
-    )
+    return finite_result(non_negative("weight_bytes", weight_bytes) + batch * context_tokens * non_negative(
+        "kv_bytes_per_token", kv_bytes_per_token), "batch", "context_tokens", "weight_bytes", "kv_bytes_per_token")
 
 
 # ---- time ----------------------------------------------------------------------------------
@@ -95,9 +101,11 @@ def step_time(
     positive("peak_flops", peak_flops)
     positive("bandwidth", bandwidth)
     efficiency("mfu", mfu), efficiency("mbu", mbu)
-    weights = 0.0 if separate_weight_store else matrix_weight_bytes
+    weights = 0.0 if flag("separate_weight_store", separate_weight_store) else matrix_weight_bytes
     read = step_read_bytes(batch, context_tokens, weights, kv_bytes_per_token)
-    return max(batch * flops_per_request / (peak_flops * mfu), read / (bandwidth * mbu)) + overhead_s
+    seconds = max(batch * flops_per_request / (peak_flops * mfu), read / (bandwidth * mbu)) + overhead_s
+    return finite_result(seconds, "batch", "flops_per_request", "kv_bytes_per_token", "peak_flops", "bandwidth", "mfu",
+                         "mbu", "overhead_s")
 
 
 def fixed_step_cost(measured_step_s: float, batch: int, context_tokens: int, matrix_weight_bytes: float,
@@ -107,14 +115,16 @@ def fixed_step_cost(measured_step_s: float, batch: int, context_tokens: int, mat
         "bandwidth", bandwidth)
     extra = positive("measured_step_s", measured_step_s) - read_s
     if extra < 0:
-        raise ValueError(f"measured_step_s ({measured_step_s}) must be at least the read time at peak ({read_s})")
+        raise ValueError(f"measured_step_s ({measured_step_s}) must be at least the read time at peak ({read_s}) that "
+                         "batch, context_tokens, matrix_weight_bytes, kv_bytes_per_token and bandwidth give")
     return extra
 
 
 def step_mfu(batch: int, flops_per_request: float, step_s: float, peak_flops: float) -> float:
     """Compute utilization of one step: b*F / (P*T), the share of peak FLOP/s the step achieves."""
-    return positive_int("batch", batch) * non_negative("flops_per_request", flops_per_request) / (
-        positive("peak_flops", peak_flops) * positive("step_s", step_s))
+    done = positive_int("batch", batch) * non_negative("flops_per_request", flops_per_request)
+    peak = positive("peak_flops", peak_flops) * positive("step_s", step_s)  # may underflow to 0
+    return finite_result(done / peak if peak else math.inf, "batch", "flops_per_request", "step_s", "peak_flops")
 
 
 def compute_memory_crossover(
@@ -172,6 +182,7 @@ def context_crossover(
 def decode_context_crossover(model: ModelSpec, accelerator: Accelerator, mfu: float = 1.0, mbu: float = 1.0,
                              dtype_bytes: float = 2) -> float:
     """``context_crossover`` for one decode token of ``model`` on ``accelerator`` (tokens; inf if never)."""
+    instance("accelerator", accelerator, Accelerator)
     f0 = decode_flops_per_request(model, 0)
     slope = decode_flops_per_request(model, 1) - f0
     return context_crossover(f0, slope, model.kv_bytes_per_token(dtype_bytes), accelerator.peak_bf16_flops,
@@ -180,7 +191,8 @@ def decode_context_crossover(model: ModelSpec, accelerator: Accelerator, mfu: fl
 
 def decode_flops_per_request(model: ModelSpec, context_tokens: int) -> float:
     """FLOP of one decode token after ``context_tokens`` cached tokens, including its lm_head row (F)."""
-    return model.flops(1, context_tokens, logits=1)
+    instance("model", model, ModelSpec)
+    return model.flops(1, non_negative_int("context_tokens", context_tokens), logits=1)
 
 
 def decode_step_time(
@@ -195,6 +207,7 @@ def decode_step_time(
     overhead_s: float = 0.0,
 ) -> float:
     """Roofline seconds of one decode step of ``batch`` requests at ``context_tokens`` on ``accelerator``, plus ``overhead_s``."""
+    instance("accelerator", accelerator, Accelerator)
     return step_time(
         batch,
         decode_flops_per_request(model, context_tokens),
@@ -233,24 +246,28 @@ def lora_adapter_bytes(
     model: ModelSpec, rank: int = 16, targets: Iterable[str] = ("q", "v"), dtype_bytes: float = 2
 ) -> float:
     """Bytes of one LoRA adapter: per layer and target projection, rank x (in + out) parameters."""
+    instance("model", model, ModelSpec)
     r = positive_int("rank", rank)
     q_out = model.n_heads * model.head_dim
     kv_out = model.n_kv_heads * model.head_dim
     shapes = {"q": (model.hidden_size, q_out), "k": (model.hidden_size, kv_out),
               "v": (model.hidden_size, kv_out), "o": (q_out, model.hidden_size)}
-    targets = tuple(targets)
+    targets = tuple(items("targets", targets))
     if not targets:
         raise ValueError("targets must name at least one projection")
     for t in targets:
         if t not in _PROJECTIONS:
             raise ValueError(f"targets must be drawn from {list(_PROJECTIONS)}, got {t!r}")
     per_layer = sum(r * (shapes[t][0] + shapes[t][1]) for t in targets)
-    return model.n_layers * per_layer * positive("dtype_bytes", dtype_bytes)
+    return finite_result(model.n_layers * per_layer * positive("dtype_bytes", dtype_bytes), "rank", "dtype_bytes")
 
 
 def adapter_groups(adapters: Iterable[Hashable]) -> dict[Hashable, int]:
     """Rows per adapter group of a batch, given each request's adapter id (largest group first)."""
-    counts = Counter(adapters)
+    try:
+        counts = Counter(items("adapters", adapters))
+    except TypeError:  # an unhashable id
+        raise ValueError("adapters must hold hashable adapter ids (one per request)") from None
     if not counts:
         raise ValueError("adapters must hold at least one request's adapter id")
     return dict(counts.most_common())
@@ -260,4 +277,5 @@ def adapter_weight_intensity(adapters: Iterable[Hashable], weight_element_bytes:
     """FLOP per byte of adapter weights read, averaged over groups: each group reuses its adapter 2*rows/s_w."""
     groups = adapter_groups(adapters)
     rows = sum(groups.values())
-    return 2 * rows / (len(groups) * positive("weight_element_bytes", weight_element_bytes))
+    return finite_result(2 * rows / (len(groups) * positive("weight_element_bytes", weight_element_bytes)),
+                         "weight_element_bytes")

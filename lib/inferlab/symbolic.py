@@ -6,7 +6,11 @@ stable for the pages that use them.
 
 from __future__ import annotations
 
+from functools import cache
+
 import sympy as sp
+
+from ._validate import instance, non_negative, positive_int
 
 
 def solve_linear(eq: sp.Eq | sp.Expr, x: sp.Symbol) -> sp.Expr:
@@ -16,6 +20,8 @@ def solve_linear(eq: sp.Eq | sp.Expr, x: sp.Symbol) -> sp.Expr:
     kernel); for an equation with a single root in ``x`` they add nothing (``sp.cancel`` the root where
     lowest terms read better).
     """
+    instance("eq", eq, sp.Basic, "a sympy equation or expression")
+    instance("x", x, sp.Symbol, "a sympy Symbol")
     roots = sp.solve(eq, x, simplify=False, check=False)
     if len(roots) != 1:
         raise ValueError(f"eq must have exactly one solution for {x}, got {roots}")
@@ -56,7 +62,10 @@ TPOT = (t_G - t_1) / (G - 1)
 
 def kv_per_token_for(n_layers: int, n_kv_heads: int, head_dim: int, dtype_bytes: int = 2) -> sp.Integer:
     """KV_PER_TOKEN with the model's dimensions substituted (bytes)."""
-    return KV_PER_TOKEN.subs({L: n_layers, H_kv: n_kv_heads, d_h: head_dim, s_kv: dtype_bytes})
+    sizes = {name: positive_int(name, value) for name, value in (
+        ("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim), ("dtype_bytes", dtype_bytes))}
+    return KV_PER_TOKEN.subs({L: sizes["n_layers"], H_kv: sizes["n_kv_heads"], d_h: sizes["head_dim"],
+                              s_kv: sizes["dtype_bytes"]})
 
 # ---- 8.2.1 weight reuse and the step roofline ---------------------------------------------
 b_s, s_w = sp.symbols("b s_w", positive=True)
@@ -104,12 +113,29 @@ PIECE_ITERATION_TIME = ITERATION_TIME.subs({N_tok: c_new + n_d,
 
 def iteration_time_for(fixed_s: float, per_token_s: float, per_pair_s: float) -> sp.Expr:
     """ITERATION_TIME with the fitted coefficients substituted (seconds, in N_tok and N_pair)."""
-    return ITERATION_TIME.subs({t_0: fixed_s, c_tok: per_token_s, c_pair: per_pair_s})
+    return ITERATION_TIME.subs(_coefficients(fixed_s, per_token_s, per_pair_s))
+
+
+def _coefficients(fixed_s: float, per_token_s: float, per_pair_s: float) -> dict[sp.Symbol, float]:
+    return {t_0: non_negative("fixed_s", fixed_s), c_tok: non_negative("per_token_s", per_token_s),
+            c_pair: non_negative("per_pair_s", per_pair_s)}
+
+
+@cache
+def _piece_roots(quadratic: bool) -> list[sp.Expr]:
+    """The roots c of PIECE_ITERATION_TIME = T_max in the coefficients' symbols (no pair term unless ``quadratic``).
+
+    Solved once and substituted: solving again with float coefficients took minutes at extreme magnitudes.
+    """
+    expr = PIECE_ITERATION_TIME if quadratic else PIECE_ITERATION_TIME.subs(c_pair, 0)
+    return sp.solve(sp.Eq(expr, T_max), c_new, simplify=False)
 
 
 def largest_piece(fixed_s: float, per_token_s: float, per_pair_s: float) -> sp.Expr:
     """The positive root c of PIECE_ITERATION_TIME = T_max with fitted coefficients (in h, n_d, L_d, T_max)."""
-    expr = PIECE_ITERATION_TIME.subs({t_0: fixed_s, c_tok: per_token_s, c_pair: per_pair_s})
-    roots = sp.solve(sp.Eq(expr, T_max), c_new, simplify=False)
+    values = _coefficients(fixed_s, per_token_s, per_pair_s)
+    if values[c_tok] == 0 and values[c_pair] == 0:
+        raise ValueError("per_token_s and per_pair_s must not both be 0 (no piece size would change the time)")
+    roots = [r.subs(values) for r in _piece_roots(values[c_pair] > 0)]
     probe = {T_max: 1.0, h_cached: 0, n_d: 0, L_d: 1}
     return max(roots, key=lambda r: float(sp.re(r.subs(probe))))

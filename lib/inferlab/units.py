@@ -5,7 +5,7 @@ Everything inside inferlab is SI: bytes, seconds, FLOP, bytes/s. Convert only at
 
 from __future__ import annotations
 
-from ._validate import one_of
+from ._validate import finite, non_negative_int, one_of
 
 KiB = 1024
 MiB = 1024**2
@@ -33,7 +33,14 @@ def to(value: float, unit: str) -> float:
     """Express a quantity in bytes or seconds in ``unit`` (e.g. ``to(x, 'MiB')``, ``to(t, 'ms')``)."""
     scale = {**_BINARY, **_DECIMAL, **_TIME}
     one_of("unit", unit, scale)
-    return value / scale[unit]
+    return finite("value", value) / scale[unit]
+
+
+def _digits(digits: int) -> int:
+    """Decimals to print: an integer in [0, 20] (a float holds 17 significant digits)."""
+    if non_negative_int("digits", digits) > 20:
+        raise ValueError(f"digits must be at most 20, got {digits!r}")
+    return digits
 
 
 def _auto(value: float, table: dict[str, float]) -> str:
@@ -47,6 +54,7 @@ def _auto(value: float, table: dict[str, float]) -> str:
 
 def fmt_binary(n_bytes: float, unit: str | None = None, digits: int = 2) -> str:
     """Format bytes with a binary prefix (KiB, MiB, GiB); automatic unit if ``unit`` is None."""
+    n_bytes, digits = finite("n_bytes", n_bytes), _digits(digits)
     if unit is None:
         return _auto(n_bytes, _BINARY)
     one_of("unit", unit, _BINARY)
@@ -55,6 +63,7 @@ def fmt_binary(n_bytes: float, unit: str | None = None, digits: int = 2) -> str:
 
 def fmt_decimal(n_bytes: float, unit: str | None = None, digits: int = 2) -> str:
     """Format bytes with a decimal prefix (KB, MB, GB); automatic unit if ``unit`` is None."""
+    n_bytes, digits = finite("n_bytes", n_bytes), _digits(digits)
     if unit is None:
         return _auto(n_bytes, _DECIMAL)
     one_of("unit", unit, _DECIMAL)
@@ -63,11 +72,13 @@ def fmt_decimal(n_bytes: float, unit: str | None = None, digits: int = 2) -> str
 
 def fmt_bytes(n_bytes: float) -> str:
     """Format bytes both ways, e.g. ``'1,152 MiB (1.21 GB)'``, so the two prefixes never get mixed up."""
+    n_bytes = finite("n_bytes", n_bytes)
     return f"{_auto(n_bytes, _BINARY)} ({_auto(n_bytes, _DECIMAL)})"
 
 
 def fmt_time(seconds: float, unit: str | None = None, digits: int = 2) -> str:
     """Format a duration in s, ms or us (automatic if ``unit`` is None)."""
+    seconds, digits = finite("seconds", seconds), _digits(digits)
     if unit is None:
         unit = "s" if abs(seconds) >= 1 else "ms" if abs(seconds) >= 1e-3 else "us"
     one_of("unit", unit, _TIME)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validate import positive_int
+from .._validate import non_negative_int, positive_int
 from ..kvcache.block_manager import BlockManager, OutOfBlocks
 from . import reference
 
@@ -41,8 +41,12 @@ class PagedKVCache:
             raise ValueError(f"dtype must be one of ['float16', 'float32', 'float64'], got {self.dtype!r}")
         self.manager = BlockManager(self.num_blocks, self.block_size, prefix_caching=self.prefix_caching)
         shape = (self.n_layers, self.num_blocks, self.block_size, self.n_kv_heads, self.head_dim)
-        self.k = np.zeros(shape, self.dtype)
-        self.v = np.zeros(shape, self.dtype)
+        try:
+            self.k = np.zeros(shape, self.dtype)
+            self.v = np.zeros(shape, self.dtype)
+        except (MemoryError, ValueError):  # beyond memory, or beyond numpy's largest array
+            raise ValueError(f"n_layers x num_blocks x block_size x n_kv_heads x head_dim must fit in memory as two "
+                             f"{self.dtype} pools, got {shape}") from None
 
     # ---- sizes ----------------------------------------------------------------------------
     @property
@@ -110,14 +114,36 @@ class PagedKVCache:
     # ---- data -----------------------------------------------------------------------------
     def write(self, layer: int, seq_id: Hashable, start: int, k: np.ndarray, v: np.ndarray) -> None:
         """Store layer ``layer``'s K/V ``[n, n_kv_heads, head_dim]`` of positions start ... start + n - 1 of ``seq_id``."""
+        layer = self._layer(layer)
         reference.write_kv(self.k[layer], self.v[layer], self.block_table(seq_id), start, k, v)
 
     def write_slots(self, layer: int, slots: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
-        """Store K/V rows at flat slots (block * block_size + offset) of layer ``layer`` (one decode token per sequence)."""
-        self.k[layer].reshape(-1, self.n_kv_heads, self.head_dim)[slots] = k
-        self.v[layer].reshape(-1, self.n_kv_heads, self.head_dim)[slots] = v
+        """Store K/V rows at flat slots (block * block_size + offset) of layer ``layer`` (one decode token a sequence).
+
+        Every argument is checked before either pool is written: a refused call changes nothing.
+        """
+        layer = self._layer(layer)
+        at = reference.indices("slots", slots, 1)
+        n_slots = self.num_blocks * self.block_size
+        if at.size and (at.min() < 0 or at.max() >= n_slots):
+            raise ValueError(f"slots must lie in [0, num_blocks x block_size = {n_slots}), "
+                             f"got {at.min()} .. {at.max()}")
+        rows = (len(at), self.n_kv_heads, self.head_dim)
+        k, v = reference.reals("k", k, 3), reference.reals("v", v, 3)
+        if k.shape != rows or v.shape != rows:
+            raise ValueError(f"k and v must have shape [len(slots), n_kv_heads, head_dim] = {list(rows)}, "
+                             f"got {k.shape} and {v.shape}")
+        k, v = reference.cast("k", k, self.k.dtype.type), reference.cast("v", v, self.v.dtype.type)
+        self.k[layer].reshape(-1, self.n_kv_heads, self.head_dim)[at] = k
+        self.v[layer].reshape(-1, self.n_kv_heads, self.head_dim)[at] = v
 
     def read(self, layer: int, seq_id: Hashable) -> tuple[np.ndarray, np.ndarray]:
         """Layer ``layer``'s K and V of every token of ``seq_id``, in order: two ``[n, n_kv_heads, head_dim]`` arrays."""
+        layer = self._layer(layer)
         table, n = self.block_table(seq_id), self.length(seq_id)
         return reference.gather_kv(self.k[layer], table, n), reference.gather_kv(self.v[layer], table, n)
+
+    def _layer(self, layer: int) -> int:
+        if non_negative_int("layer", layer) >= self.n_layers:
+            raise ValueError(f"layer must lie in [0, n_layers = {self.n_layers}), got {layer!r}")
+        return int(layer)

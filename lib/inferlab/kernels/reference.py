@@ -11,6 +11,8 @@ halves of that indirection (scatter new K/V into their slots, read a context bac
 Every function reads a table the same way: the ceil(context_len / block_size) entries a context
 needs must be block ids in [0, num_blocks); entries past them may also be ``PAD`` (-1). No slot
 past a context is read, so a sequence's result does not depend on the rest of its batch.
+Values are not checked for NaN or inf (a NaN in a block no context reads is harmless): a NaN or an
+infinity in what a kernel reads comes out as NaN or inf in its result.
 
 Shapes: q ``[n_new, n_heads, d]`` (or ``[batch, n_heads, d]`` for decode), K/V
 ``[n_ctx, n_kv_heads, d]``, caches ``[num_blocks, block_size, n_kv_heads, d]``.
@@ -19,14 +21,11 @@ Shapes: q ``[n_new, n_heads, d]`` (or ``[batch, n_heads, d]`` for decode), K/V
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._validate import non_negative_int, positive_int
-
-if TYPE_CHECKING:
-    from ..kvcache.block_manager import BlockManager
+from .._validate import MAX_COUNT, instance, items, non_negative_int, positive_int
+from ..kvcache.block_manager import BlockManager
 
 PAD = -1  # block-table entry past the blocks a sequence's context needs
 _F32_MAX = float(np.finfo(np.float32).max)
@@ -42,7 +41,7 @@ def _asarray(name: str, x: object, ndim: int) -> np.ndarray:
     return a
 
 
-def _array(name: str, x: object, ndim: int) -> np.ndarray:
+def reals(name: str, x: object, ndim: int) -> np.ndarray:
     """``x`` as an array of real numbers (integer or floating dtype; not bool, complex or object)."""
     a = _asarray(name, x, ndim)
     if a.dtype.kind not in "iuf":
@@ -50,17 +49,18 @@ def _array(name: str, x: object, ndim: int) -> np.ndarray:
     return a
 
 
-def _indices(name: str, x: object, ndim: int) -> np.ndarray:
+def indices(name: str, x: object, ndim: int) -> np.ndarray:
     """``x`` as an array of integers of any width and signedness (an empty sequence counts)."""
     a = _asarray(name, x, ndim)
     if a.size == 0 and not isinstance(x, np.ndarray):
         a = a.astype(np.int64)  # np.asarray([]) is float64
-    if a.dtype.kind not in "iu":
-        raise ValueError(f"{name} must hold integers, got dtype {a.dtype}")
+    bools = not isinstance(x, np.ndarray) and a.size and any(isinstance(v, bool) for v in np.asarray(x, object).flat)
+    if a.dtype.kind not in "iu" or bools:
+        raise ValueError(f"{name} must hold integers (not bools), got dtype {'bool' if bools else a.dtype}")
     return a
 
 
-def _cast(name: str, a: np.ndarray, dtype: type) -> np.ndarray:
+def cast(name: str, a: np.ndarray, dtype: type) -> np.ndarray:
     """``a`` in the floating ``dtype``; finite values beyond its range are refused rather than turned into inf."""
     with np.errstate(over="ignore"):
         out = a.astype(dtype, copy=False)
@@ -96,10 +96,13 @@ def _finite(run: Callable[..., np.ndarray], *operands: np.ndarray) -> np.ndarray
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = True) -> np.ndarray:
-    """Grouped-query attention of the last ``n_new`` context tokens: ``[n_new, n_heads, d]`` float32."""
-    q = _array("q", q, 3)
-    k = _array("k", k, 3)
-    v = _array("v", v, 3)
+    """Grouped-query attention of the last ``n_new`` context tokens: ``[n_new, n_heads, d]`` float32.
+
+    NaN or inf in ``q``, ``k`` or ``v`` comes out as NaN or inf (values are not checked).
+    """
+    q = reals("q", q, 3)
+    k = reals("k", k, 3)
+    v = reals("v", v, 3)
     if not isinstance(causal, (bool, np.bool_)):
         raise ValueError(f"causal must be a bool (True or False), got {causal!r}")
     if k.shape != v.shape:
@@ -113,7 +116,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = True) 
     if n_new > n_ctx:
         raise ValueError(f"q's n_new ({n_new}) must not exceed the context length n_ctx ({n_ctx})")
     g = _groups(n_heads, n_kv)
-    q, k, v = _cast("q", q, np.float32), _cast("k", k, np.float32), _cast("v", v, np.float32)
+    q, k, v = cast("q", q, np.float32), cast("k", k, np.float32), cast("v", v, np.float32)
     if n_new == 0:
         return np.zeros((0, n_heads, d), np.float32)
     seen = np.arange(n_ctx)[None, :] <= np.arange(n_ctx - n_new, n_ctx)[:, None] if causal else None
@@ -131,8 +134,8 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = True) 
 
 
 def _check_cache(k_cache: object, v_cache: object) -> tuple[np.ndarray, np.ndarray]:
-    kc = _array("k_cache", k_cache, 4)
-    vc = _array("v_cache", v_cache, 4)
+    kc = reals("k_cache", k_cache, 4)
+    vc = reals("v_cache", v_cache, 4)
     if kc.shape != vc.shape:
         raise ValueError(f"k_cache and v_cache must have the same shape, got {kc.shape} and {vc.shape}")
     _pool("k_cache", kc)
@@ -141,8 +144,9 @@ def _check_cache(k_cache: object, v_cache: object) -> tuple[np.ndarray, np.ndarr
 
 def _pool(name: str, cache: np.ndarray) -> tuple[int, int]:
     """(num_blocks, block_size) of a cache ``[num_blocks, block_size, n_kv_heads, d]``."""
-    if cache.shape[1] == 0 or cache.shape[3] == 0:
-        raise ValueError(f"{name}'s block_size and head_dim (shape[1], shape[3]) must be >= 1, got shape {cache.shape}")
+    if cache.shape[0] == 0 or cache.shape[1] == 0 or cache.shape[3] == 0:
+        raise ValueError(f"{name}'s num_blocks, block_size and head_dim (shape[0], shape[1], shape[3]) must be >= 1, "
+                         f"got shape {cache.shape}")
     return cache.shape[0], cache.shape[1]
 
 
@@ -172,26 +176,27 @@ def paged_attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, blo
 
     Row b attends to the first ``context_lens[b]`` tokens of its sequence (the new token's own
     K/V already written); no slot past them is read, so a row's result does not depend on its batch.
+    NaN or inf in ``q`` or in the K/V a row reads comes out as NaN or inf in that row (values are not checked).
     """
-    q = _array("q", q, 3)
+    q = reals("q", q, 3)
     kc, vc = _check_cache(k_cache, v_cache)
     num_blocks, block_size, n_kv, d = kc.shape
     batch, n_heads, dq = q.shape
     if dq != d:
         raise ValueError(f"q's head_dim ({dq}) must equal the caches' ({d})")
-    bt = _indices("block_tables", block_tables, 2)
-    lens = _indices("context_lens", context_lens, 1)
+    bt = indices("block_tables", block_tables, 2)
+    lens = indices("context_lens", context_lens, 1)
     if len(bt) != batch or len(lens) != batch:
-        raise ValueError(f"block_tables and context_lens must have one row per query ({batch}), "
+        raise ValueError(f"block_tables and context_lens must have one row per query of q ({batch}), "
                          f"got {len(bt)} and {len(lens)}")
     max_tokens = bt.shape[1] * block_size
     if batch and (lens.min() < 1 or lens.max() > max_tokens):  # compared before any arithmetic: unsigned can't wrap
-        raise ValueError(f"context_lens must lie in [1, max_blocks * block_size = {max_tokens}], "
+        raise ValueError(f"context_lens must lie in [1, block_tables' columns x block_size = {max_tokens}], "
                          f"got values in [{lens.min()}, {lens.max()}]")
     lens = lens.astype(np.int64)
     bt = _block_ids("block_tables", bt, lens, block_size, num_blocks)
     g = _groups(n_heads, n_kv)
-    q = _cast("q", q, np.float32)
+    q = cast("q", q, np.float32)
     if batch == 0:
         return np.zeros((0, n_heads, d), np.float32)
     # [batch, max_ctx, n_kv, d]: a row's padding reads its own token 0 (inside its context), then is zeroed
@@ -199,8 +204,8 @@ def paged_attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, blo
     valid = pos[None, :] < lens[:, None]
     pos = np.where(valid, pos, 0)
     blocks, slots = np.take_along_axis(bt, pos // block_size, axis=1), pos % block_size
-    k = _cast("k_cache", kc[blocks, slots], np.float32)  # fancy indexing copies: the caches stay untouched
-    v = _cast("v_cache", vc[blocks, slots], np.float32)
+    k = cast("k_cache", kc[blocks, slots], np.float32)  # fancy indexing copies: the caches stay untouched
+    v = cast("v_cache", vc[blocks, slots], np.float32)
     k[~valid] = 0
     v[~valid] = 0
 
@@ -217,7 +222,7 @@ def _locate(block_table: object, start: int, n_tokens: int, block_size: int, num
             length: str = "start + n_tokens") -> tuple[np.ndarray, np.ndarray]:
     """(physical block, slot in it) of positions start ... start + n_tokens - 1 (ints >= 0), via a checked table."""
     end = start + n_tokens
-    table = _indices("block_table", block_table, 1)
+    table = indices("block_table", block_table, 1)
     if end > len(table) * block_size:
         raise ValueError(f"{length} ({end}) must fit block_table's {len(table)} blocks of {block_size} tokens")
     table = _block_ids("block_table", table, np.array([end]), block_size, num_blocks)
@@ -231,10 +236,11 @@ def slot_mapping(block_table: Sequence[int] | np.ndarray, start: int, n_tokens: 
 
     With ``num_blocks`` the table's entries are also checked against the pool's size.
     """
-    start, n_tokens = non_negative_int("start", start), non_negative_int("n_tokens", n_tokens)
-    block_size = positive_int("block_size", block_size)
+    start = non_negative_int("start", start, at_most=MAX_COUNT)
+    n_tokens = non_negative_int("n_tokens", n_tokens, at_most=MAX_COUNT)
+    block_size = positive_int("block_size", block_size, at_most=MAX_COUNT)
     if num_blocks is not None:
-        num_blocks = non_negative_int("num_blocks", num_blocks)
+        num_blocks = non_negative_int("num_blocks", num_blocks, at_most=MAX_COUNT)
     blocks, slots = _locate(block_table, start, n_tokens, block_size, num_blocks)
     return blocks * block_size + slots
 
@@ -247,36 +253,56 @@ def write_kv(k_cache: np.ndarray, v_cache: np.ndarray, block_table: Sequence[int
         if not isinstance(given, np.ndarray) or c.dtype.kind != "f":
             raise ValueError(f"{name} must be a numpy array of a floating dtype (written in place), "
                              f"got {type(given).__name__} of dtype {c.dtype}")
-    k = _array("k", k, 3)
-    v = _array("v", v, 3)
+    k = reals("k", k, 3)
+    v = reals("v", v, 3)
     if k.shape != v.shape or k.shape[1:] != kc.shape[2:]:
         raise ValueError(f"k and v must both have shape [n, {kc.shape[2]}, {kc.shape[3]}], got {k.shape} and {v.shape}")
-    blocks, slots = _locate(block_table, non_negative_int("start", start), len(k), kc.shape[1], kc.shape[0],
+    blocks, slots = _locate(block_table, non_negative_int("start", start, at_most=MAX_COUNT), len(k), kc.shape[1],
+                            kc.shape[0],
                             length="start + len(k)")
-    k, v = _cast("k", k, kc.dtype.type), _cast("v", v, vc.dtype.type)  # both checked before either is written
+    k, v = cast("k", k, kc.dtype.type), cast("v", v, vc.dtype.type)  # both checked before either is written
     kc[blocks, slots] = k
     vc[blocks, slots] = v
 
 
 def gather_kv(cache: np.ndarray, block_table: Sequence[int] | np.ndarray, n_tokens: int) -> np.ndarray:
-    """The first ``n_tokens`` K (or V) rows of a sequence, in order: ``[n_tokens, n_kv_heads, d]``."""
-    c = _array("cache", cache, 4)
+    """The first ``n_tokens`` K (or V) rows of a sequence, in order: ``[n_tokens, n_kv_heads, d]``.
+
+    A copy of what the cache holds, NaN or inf included (values are not checked).
+    """
+    c = reals("cache", cache, 4)
     num_blocks, block_size = _pool("cache", c)
-    return c[_locate(block_table, 0, non_negative_int("n_tokens", n_tokens), block_size, num_blocks, length="n_tokens")]
+    n = non_negative_int("n_tokens", n_tokens, at_most=MAX_COUNT)
+    return c[_locate(block_table, 0, n, block_size, num_blocks, length="n_tokens")]
 
 
 def paged_prefill_attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray,
                             block_table: Sequence[int] | np.ndarray, context_len: int) -> np.ndarray:
-    """Causal attention of a chunk (the last ``len(q)`` of ``context_len`` tokens) over a paged cache: ``[n_new, n_heads, d]``."""
+    """Causal attention of a chunk (the last ``len(q)`` of ``context_len`` tokens) over a paged cache.
+
+    Returns ``[n_new, n_heads, d]``. NaN or inf in ``q`` or in the K/V the chunk reads comes out as NaN or inf
+    (values are not checked).
+    """
     kc, vc = _check_cache(k_cache, v_cache)
-    q = _array("q", q, 3)
-    n_ctx = non_negative_int("context_len", context_len)
+    q = reals("q", q, 3)
+    n_ctx = non_negative_int("context_len", context_len, at_most=MAX_COUNT)
+    if len(q) > n_ctx:
+        raise ValueError(f"context_len ({n_ctx}) must be at least q's n_new ({len(q)}): the chunk is its last tokens")
     at = _locate(block_table, 0, n_ctx, kc.shape[1], kc.shape[0], length="context_len")
-    return attention(q, _cast("k_cache", kc[at], np.float32), _cast("v_cache", vc[at], np.float32))
+    return attention(q, cast("k_cache", kc[at], np.float32), cast("v_cache", vc[at], np.float32))
 
 
-def tables_from_manager(manager: "BlockManager", seq_ids: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
+def tables_from_manager(manager: BlockManager, seq_ids: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
     """(block_tables ``[batch, max_blocks]`` padded with -1, context_lens ``[batch]``) of ``seq_ids`` in a BlockManager."""
+    instance("manager", manager, BlockManager)
+    seq_ids = items("seq_ids", seq_ids)
+    for s in seq_ids:
+        try:
+            known = s in manager.seqs
+        except TypeError:  # unhashable
+            known = False
+        if not known:
+            raise ValueError(f"seq_ids must name allocated sequences of the manager, got {s!r:.80}")
     tables = [manager.block_table(s) for s in seq_ids]
     lens = np.array([(len(t) - 1) * manager.block_size + manager.last_block_fill(s) if t else 0
                      for s, t in zip(seq_ids, tables)], dtype=np.int64)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import non_negative_int, positive, positive_int
+from .._validate import MAX_COUNT, generator, instance, items, non_negative_int, positive, positive_int, token_ids
 from ..models import ModelSpec
 from . import reference
 from .paged_kv import PagedKVCache
@@ -60,7 +60,7 @@ class TinyConfig:
     @classmethod
     def from_spec(cls, spec: ModelSpec) -> "TinyConfig":
         """A config with a ModelSpec's dimensions (dense models only)."""
-        if spec.n_experts:
+        if instance("spec", spec, ModelSpec).n_experts:
             raise ValueError(f"spec must be a dense model, got {spec.name!r} with {spec.n_experts} experts")
         return cls(spec.n_layers, spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.hidden_size,
                    spec.intermediate_size, spec.vocab_size)
@@ -113,8 +113,8 @@ class TinyQwen3:
     """A Qwen3-style decoder with seeded random weights; every path through the paged cache matches ``forward``."""
 
     def __init__(self, config: TinyConfig | None = None, seed: int | np.random.Generator = 0) -> None:
-        self.config = config or TinyConfig()
-        self.w = init_weights(self.config, seed)
+        self.config = TinyConfig() if config is None else instance("config", config, TinyConfig, "a TinyConfig or None")
+        self.w = init_weights(self.config, generator("seed", seed))
         self.computed_tokens = 0
 
     # ---- building blocks ------------------------------------------------------------------
@@ -123,11 +123,9 @@ class TinyQwen3:
         c = self.config
         return PagedKVCache(c.n_layers, c.n_kv_heads, c.head_dim, num_blocks, block_size, prefix_caching)
 
-    def _tokens(self, tokens: Sequence[int]) -> np.ndarray:
-        t = np.asarray(tokens, dtype=np.int64).reshape(-1)
-        if len(t) and (t.min() < 0 or t.max() >= self.config.vocab_size):
-            raise ValueError(f"tokens must lie in [0, vocab_size = {self.config.vocab_size})")
-        return t
+    def _tokens(self, tokens: Sequence[int], name: str = "tokens", allow_empty: bool = True) -> np.ndarray:
+        """``tokens`` as int64 ids in [0, vocab_size) (ints: not bools, floats or str), else ValueError naming it."""
+        return np.asarray(token_ids(tokens, name, self.config.vocab_size, allow_empty), dtype=np.int64)
 
     def _qkv(self, layer: int, x: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         c, w = self.config, self.w
@@ -151,7 +149,7 @@ class TinyQwen3:
     # ---- reference --------------------------------------------------------------------------
     def forward(self, tokens: Sequence[int]) -> np.ndarray:
         """Logits ``[n, vocab]`` of every position of ``tokens``, without a cache (the reference)."""
-        t = self._tokens(tokens)
+        t = self._tokens(tokens, allow_empty=False)
         x, pos = self.w["embed"][t], np.arange(len(t))
         for layer in range(self.config.n_layers):
             q, k, v = self._qkv(layer, x, pos)
@@ -174,9 +172,8 @@ class TinyQwen3:
     def prefill(self, cache: PagedKVCache, seq_id: Hashable, prompt: Sequence[int],
                 chunk_tokens: int | None = None) -> np.ndarray:
         """Admit ``prompt`` and run the positions not found cached, ``chunk_tokens`` at a time; last logits ``[vocab]``."""
-        t = self._tokens(prompt)
-        if len(t) == 0:
-            raise ValueError("prompt must hold at least one token")
+        instance("cache", cache, PagedKVCache)
+        t = self._tokens(prompt, "prompt", allow_empty=False)
         chunk = len(t) if chunk_tokens is None else positive_int("chunk_tokens", chunk_tokens)
         start = cache.admit(seq_id, t.tolist())
         logits = None
@@ -186,16 +183,25 @@ class TinyQwen3:
 
     def extend(self, cache: PagedKVCache, seq_id: Hashable, tokens: Sequence[int]) -> np.ndarray:
         """Append ``tokens`` to an admitted sequence and run them as one chunk; logits ``[n, vocab]``."""
-        t = self._tokens(tokens)
+        instance("cache", cache, PagedKVCache)
+        t = self._tokens(tokens, allow_empty=False)
         start = cache.length(seq_id)
         cache.append(seq_id, t.tolist())
         return self._run(cache, seq_id, t, start)
 
     def decode(self, cache: PagedKVCache, seq_ids: Sequence[Hashable], tokens: Sequence[int]) -> np.ndarray:
         """One decode step: feed one token per sequence, attend through the block tables; logits ``[batch, vocab]``."""
+        instance("cache", cache, PagedKVCache)
+        seq_ids = items("seq_ids", seq_ids)
+        try:
+            distinct = len(set(seq_ids)) == len(seq_ids)
+        except TypeError:  # an unhashable id
+            distinct = False
+        if not seq_ids or not distinct:
+            raise ValueError(f"seq_ids must be distinct, hashable sequence ids (at least one), got {seq_ids!r:.80}")
         t = self._tokens(tokens)
-        if len(t) != len(seq_ids) or len(set(seq_ids)) != len(seq_ids):
-            raise ValueError(f"tokens must hold one token per distinct sequence ({len(seq_ids)}), got {len(t)}")
+        if len(t) != len(seq_ids):
+            raise ValueError(f"tokens must hold one token per sequence of seq_ids ({len(seq_ids)}), got {len(t)}")
         missing = [s for s in seq_ids if not cache.can_append(s, 1)]
         if missing:
             raise ValueError(f"seq_ids {missing!r} cannot grow: the cache has {cache.manager.num_free} free blocks")
@@ -215,10 +221,18 @@ class TinyQwen3:
     def generate(self, cache: PagedKVCache, seq_id: Hashable, prompt: Sequence[int], n_tokens: int,
                  chunk_tokens: int | None = None) -> list[int]:
         """Greedy generation of ``n_tokens`` outputs (the last one is emitted, not fed back)."""
-        n = non_negative_int("n_tokens", n_tokens)
+        instance("cache", cache, PagedKVCache)
+        n = non_negative_int("n_tokens", n_tokens, at_most=MAX_COUNT)
+        prompt_ids = self._tokens(prompt, "prompt", allow_empty=False).tolist()
         out: list[int] = []
         if n == 0:
             return out
+        # every block the whole sequence needs must be free now: a run out of room would stop halfway
+        grown = -(-(len(prompt_ids) + n - 1) // cache.block_size) - -(-len(prompt_ids) // cache.block_size)
+        need = cache.manager.blocks_needed(prompt_ids) + grown
+        if need > cache.manager.num_free:
+            raise ValueError(f"n_tokens must fit the cache: the prompt and {n} outputs need {need} blocks, "
+                             f"{cache.manager.num_free} are free")
         out.append(int(np.argmax(self.prefill(cache, seq_id, prompt, chunk_tokens))))
         while len(out) < n:
             out.append(int(np.argmax(self.decode(cache, [seq_id], [out[-1]])[0])))
@@ -231,7 +245,9 @@ class TinyQwen3:
         (a correction, or the bonus token when the whole draft is accepted). The cache keeps
         ``pending`` and the accepted draft tokens; the K/V of rejected ones is truncated away.
         """
-        d = self._tokens(draft).tolist()
+        instance("cache", cache, PagedKVCache)
+        d = self._tokens(draft, "draft").tolist()
+        pending = int(self._tokens([pending], "pending")[0])
         before = cache.length(seq_id)
         target = np.argmax(self.extend(cache, seq_id, [pending, *d]), axis=-1).tolist()
         accepted = 0

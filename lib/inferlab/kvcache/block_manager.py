@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validate import non_negative_int, positive_int
+from .._validate import flag, instance, mapping, non_negative_int, positive_int
 from .block_index import BlockIndex, HashFn, PrefixNode, chained_hash
 from .token_ids import TOKEN_ID_LIMIT, token_ids
 
@@ -86,6 +86,17 @@ class SeqState:
     preempted: bool = False
     tail: _Block | None = None  # the block of block_table[-1], for the decode step
 
+    def __post_init__(self) -> None:
+        # the manager creates empty states and fills them: one check; anything else the full one
+        if type(self.tokens) is list and not self.tokens and type(self.block_table) is list and not self.block_table \
+                and self.preempted is False and self.tail is None:
+            return
+        self.tokens = token_ids(self.tokens, "tokens")
+        self.block_table = token_ids(self.block_table, "block_table")
+        flag("preempted", self.preempted)
+        if self.tail is not None:
+            instance("tail", self.tail, _Block, "the block of block_table[-1] (or None)")
+
 
 @dataclass(frozen=True)
 class PoolState:
@@ -100,8 +111,25 @@ class PoolState:
     draining: frozenset[int]
 
     def __post_init__(self) -> None:
-        if len(self.contents) != len(self.ref_counts) or self.free & self.draining:
-            raise ValueError("a PoolState needs one content per block and disjoint free and draining sets")
+        positive_int("block_size", self.block_size)
+        for name in ("tables", "lengths"):
+            mapping(name, getattr(self, name))
+        for table in self.tables.values():
+            token_ids(instance("tables", table, tuple, "a dict of block-id tuples"), "tables")
+        for n in self.lengths.values():
+            non_negative_int("lengths", n)
+        for name in ("ref_counts", "contents"):
+            instance(name, getattr(self, name), tuple)
+        token_ids(self.ref_counts, "ref_counts")
+        for content in self.contents:
+            token_ids(instance("contents", content, tuple, "a tuple of token-id tuples"), "contents")
+        if len(self.contents) != len(self.ref_counts):
+            raise ValueError(f"contents must hold one entry per block of ref_counts ({len(self.ref_counts)}), "
+                             f"got {len(self.contents)}")
+        for name in ("free", "draining"):
+            token_ids(instance(name, getattr(self, name), frozenset, "a frozenset of block ids"), name)
+        if self.free & self.draining:
+            raise ValueError("free and draining must be disjoint sets of block ids")
 
     @property
     def num_blocks(self) -> int:
@@ -132,7 +160,7 @@ class BlockManager:
         self.vocab_size = TOKEN_ID_LIMIT if vocab_size is None else positive_int("vocab_size", vocab_size)
         if self.vocab_size > TOKEN_ID_LIMIT:
             raise ValueError(f"vocab_size must be at most 2**63, got {vocab_size}")
-        self.prefix_caching = bool(prefix_caching)
+        self.prefix_caching = flag("prefix_caching", prefix_caching)
         self._index = BlockIndex(hash_fn)
         self._order = None if free_order is None else _permutation(free_order, self.num_blocks)
         self._fresh = 0  # blocks _order[_fresh:] (or range(_fresh, n)) were never used
@@ -201,7 +229,10 @@ class BlockManager:
         """Block tables of ``seq_ids`` as int32 ``[batch, max_blocks]`` (padded with ``pad``) and int64 token counts."""
         if isinstance(seq_ids, (str, bytes)) or not isinstance(seq_ids, Iterable):
             raise ValueError(f"seq_ids must be a list of sequence ids, got {seq_ids!r}")
-        seqs = [self._seq(s) for s in seq_ids]
+        if type(pad) is not int and (isinstance(pad, bool) or not isinstance(pad, (int, np.integer))) \
+                or not -2**31 <= pad < 2**31:
+            raise ValueError(f"pad must be an int32 integer (a block id or -1), got {pad!r:.80}")
+        seqs = [self._seq(s, "seq_ids") for s in seq_ids]
         if any(q.preempted for q in seqs):
             raise ValueError("seq_ids must not name a preempted sequence (it holds no blocks)")
         tables = np.full((len(seqs), max((len(q.block_table) for q in seqs), default=0)), pad, np.int32)
@@ -287,7 +318,7 @@ class BlockManager:
 
     def append(self, seq_id: Hashable, tokens: Sequence[int]) -> list[tuple[int, int]]:
         """Append ``tokens`` to ``seq_id`` (new blocks on demand); return the (src, dst) block copies made."""
-        if type(tokens) is list and len(tokens) == 1:
+        if type(tokens) is list and len(tokens) == 1 and type(tokens[0]) is int:
             return self.append_token(seq_id, tokens[0])
         seq = self._seq(seq_id)
         if seq.preempted:
@@ -304,7 +335,7 @@ class BlockManager:
         if seq.preempted:
             raise ValueError(f"seq_id {seq_id!r} is preempted; resume it first")
         if type(token) is not int or not 0 <= token < self.vocab_size:
-            token = token_ids([token], limit=self.vocab_size)[0]  # a numpy int passes, anything else raises
+            token = token_ids([token], "token", limit=self.vocab_size)[0]  # a numpy int passes, anything else raises
         stoks, blk = seq.tokens, seq.tail
         fill = len(stoks) % self.block_size
         if fill:
@@ -335,7 +366,7 @@ class BlockManager:
 
     def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
         """Give ``child_id`` the parent's tokens and every one of its blocks (no copy until a write)."""
-        parent = self._seq(parent_id)
+        parent = self._seq(parent_id, "parent_id")
         if parent.preempted:
             raise ValueError(f"parent_id {parent_id!r} is preempted")
         try:
@@ -348,7 +379,8 @@ class BlockManager:
         blocks = self._blocks
         for bid in parent.block_table:
             blocks[bid].ref += 1
-        self.seqs[child_id] = SeqState(list(parent.tokens), list(parent.block_table), tail=parent.tail)
+        child = self.seqs[child_id] = SeqState([])
+        child.tokens, child.block_table, child.tail = list(parent.tokens), list(parent.block_table), parent.tail
 
     def truncate(self, seq_id: Hashable, n_tokens: int) -> None:
         """Keep the first ``n_tokens`` (>= 1) of ``seq_id`` (roll back rejected tokens), releasing emptied blocks.
@@ -402,7 +434,7 @@ class BlockManager:
         """Mark the blocks of ``seq_ids`` (a list of ids, not a str) as read by a submitted step; return its id."""
         if isinstance(seq_ids, (str, bytes)) or not isinstance(seq_ids, Iterable):
             raise ValueError(f"seq_ids must be a list of sequence ids, got {seq_ids!r}")
-        bids = [bid for s in list(seq_ids) for bid in self._seq(s).block_table]
+        bids = [bid for s in list(seq_ids) for bid in self._seq(s, "seq_ids").block_table]
         self._version += 1
         for bid in bids:
             self.in_flight[bid] = self.in_flight.get(bid, 0) + 1
@@ -413,8 +445,12 @@ class BlockManager:
 
     def end_step(self, step_id: int) -> int:
         """Complete a step; return how many draining blocks went back to the free pool."""
-        if step_id not in self._steps:
-            raise ValueError(f"step_id {step_id!r} is not in flight")
+        try:
+            known = step_id in self._steps
+        except TypeError:  # unhashable
+            known = False
+        if not known:
+            raise ValueError(f"step_id must be a step in flight ({self.steps_in_flight}), got {step_id!r:.80}")
         self._version += 1
         returned = 0
         for bid in self._steps.pop(step_id):
@@ -432,13 +468,13 @@ class BlockManager:
         return list(self._steps)
 
     # ---- internals -------------------------------------------------------------------
-    def _seq(self, seq_id: Hashable) -> SeqState:
+    def _seq(self, seq_id: Hashable, name: str = "seq_id") -> SeqState:
         try:
             seq = self.seqs.get(seq_id)
         except TypeError:
-            raise ValueError(f"seq_id must be hashable, got {seq_id!r}") from None
+            raise ValueError(f"{name} must be a hashable seq_id, got {seq_id!r:.80}") from None
         if seq is None:
-            raise ValueError(f"seq_id {seq_id!r} is not allocated")
+            raise ValueError(f"{name} must name an allocated sequence, got {seq_id!r:.80} (not allocated)")
         return seq
 
     def _block_id(self, block_id: int) -> int:

@@ -26,8 +26,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .._validate import fraction, non_negative_int, positive, positive_int
+from .._validate import (finite_result, flag, fraction, function, instance, items, mapping, non_negative_int, positive,
+                         positive_int)
 from ..calibration import PREFILL_MFU_BATCH1, prefill_time
+from ..hardware import Accelerator
+from ..models import ModelSpec
 from ..roofline import efficiency
 from .token_ids import token_ids
 
@@ -46,6 +49,21 @@ class RadixNode:
     created: int = 0
     reuse_hint: float = 0.0  # p_h announced by the last request that cached this path
 
+    def __post_init__(self) -> None:
+        if type(self.key) is not tuple:
+            instance("key", self.key, tuple, "a tuple of token ids")
+        token_ids(self.key, "key")
+        if self.parent is not None and type(self.parent) is not RadixNode:
+            instance("parent", self.parent, RadixNode, "a RadixNode or None")
+        for child in mapping("children", self.children).values():
+            instance("children", child, RadixNode, "a dict of RadixNode by first token")
+        for name in ("start", "lock_ref", "last_access", "hits", "created"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 0:
+                non_negative_int(name, value)
+        if type(self.reuse_hint) is not float or not 0.0 <= self.reuse_hint <= 1.0:
+            fraction("reuse_hint", self.reuse_hint)
+
     @property
     def end(self) -> int:
         """Tokens from the root to the end of this node."""
@@ -57,12 +75,25 @@ class RadixNode:
         return not self.children
 
 
+def _node(**fields: object) -> RadixNode:
+    """A node from the cache's own, already checked values, without ``__post_init__``'s checks (inserts and splits
+    are the replay's hot path: checking every key again tripled an eviction sweep)."""
+    node = object.__new__(RadixNode)
+    node.__dict__.update(fields, children={})
+    return node
+
+
 @dataclass(frozen=True)
 class Match:
     """Result of a prefix lookup: matched length in tokens and the deepest node reached."""
 
     length: int
     node: RadixNode
+
+    def __post_init__(self) -> None:
+        if type(self.length) is not int or self.length < 0:
+            non_negative_int("length", self.length)
+        instance("node", self.node, RadixNode)
 
 
 class LRU:
@@ -72,7 +103,14 @@ class LRU:
 
     def score(self, node: RadixNode, cache: RadixCache) -> float:
         """Last access time (lower is evicted first)."""
+        _scored(node, cache)
         return node.last_access
+
+
+def _scored(node: RadixNode, cache: RadixCache) -> None:
+    """Refuse anything but a RadixNode and a RadixCache (eviction passes those: one check)."""
+    if type(node) is not RadixNode or type(cache) is not RadixCache:
+        instance("node", node, RadixNode), instance("cache", cache, RadixCache)
 
 
 class ValuePerByte:
@@ -81,19 +119,21 @@ class ValuePerByte:
     name = "value per byte"
 
     def __init__(self, saving_s: Callable[[int, int], float], bytes_per_token: float, use_hint: bool = True) -> None:
-        self.saving_s = saving_s  # (new tokens, cached tokens before them) -> seconds a hit saves
+        self.saving_s = function("saving_s", saving_s)  # (new tokens, cached tokens before them) -> seconds a hit saves
         self.bytes_per_token = positive("bytes_per_token", bytes_per_token)
-        self.use_hint = bool(use_hint)
+        self.use_hint = flag("use_hint", use_hint)
         self.name = "value per byte" if use_hint else "value per byte, no hint"
 
     def hit_probability(self, node: RadixNode, cache: RadixCache) -> float:
         """Estimated p_h per use: reuses / (reuses + 1), or the hint it was cached with if larger (``use_hint``)."""
+        _scored(node, cache)
         reuses = node.hits - 1  # hits counts the request that cached it, then one per later match
         observed = reuses / (reuses + 1)
         return max(node.reuse_hint, observed) if self.use_hint else observed
 
     def score(self, node: RadixNode, cache: RadixCache) -> float:
         """p_hat x (seconds a hit on this node's tokens saves) / (its bytes)."""
+        _scored(node, cache)
         n = len(node.key)
         return self.hit_probability(node, cache) * self.saving_s(n, node.start) / (n * self.bytes_per_token)
 
@@ -103,6 +143,9 @@ class RadixCache:
 
     def __init__(self, capacity_tokens: int, policy: LRU | ValuePerByte | None = None) -> None:
         self.capacity = positive_int("capacity_tokens", capacity_tokens)
+        if policy is not None and not callable(getattr(policy, "score", None)):
+            raise ValueError(f"policy must be an eviction policy with score(node, cache) (LRU, ValuePerByte) or None, "
+                             f"got {policy!r:.80}")
         self.policy = policy or LRU()
         self.root = RadixNode()  # never evicted (eviction takes leaves below it); locked only by lock()
         self.size = 0
@@ -157,7 +200,7 @@ class RadixCache:
         """
         if reuse_hint is not None:
             fraction("reuse_hint", reuse_hint)
-        return self._insert(tuple(token_ids(tokens)), reuse_hint, tick)
+        return self._insert(tuple(token_ids(tokens)), reuse_hint, flag("tick", tick))
 
     def _insert(self, tokens: tuple[int, ...], reuse_hint: float | None, tick: bool) -> int:
         if tick:
@@ -172,8 +215,8 @@ class RadixCache:
                 room = self.capacity - self.size
             new = tokens[m.length:m.length + min(missing, room)]
             if new:
-                leaf = RadixNode(key=new, parent=m.node, start=m.length, last_access=self.clock, hits=1,
-                                 created=self.clock)
+                leaf = _node(key=new, parent=m.node, start=m.length, lock_ref=0, last_access=self.clock, hits=1,
+                             created=self.clock, reuse_hint=0.0)
                 m.node.children[new[0]] = leaf
                 self.size += len(new)
             node = m.node.children[new[0]] if new else m.node
@@ -221,6 +264,7 @@ class RadixCache:
 
     def prefix_of(self, node: RadixNode) -> tuple[int, ...]:
         """The token ids from the root to the end of ``node``."""
+        instance("node", node, RadixNode)
         parts = []
         while node is not None and node is not self.root:
             parts.append(node.key)
@@ -265,9 +309,9 @@ class RadixCache:
     def _split(self, child: RadixNode, k: int) -> RadixNode:
         """Cut ``child``'s edge after ``k`` tokens; return the new upper node."""
         parent = child.parent
-        upper = RadixNode(key=child.key[:k], parent=parent, start=child.start, lock_ref=child.lock_ref,
-                          last_access=child.last_access, hits=child.hits, created=child.created,
-                          reuse_hint=child.reuse_hint)
+        upper = _node(key=child.key[:k], parent=parent, start=child.start, lock_ref=child.lock_ref,
+                      last_access=child.last_access, hits=child.hits, created=child.created,
+                      reuse_hint=child.reuse_hint)
         parent.children[upper.key[0]] = upper
         child.key, child.start, child.parent = child.key[k:], child.start + k, upper
         upper.children[child.key[0]] = child
@@ -336,7 +380,10 @@ class _Prepared:
 
 def _prepared(requests: Sequence) -> list[_Prepared]:
     out = []
-    for r in requests:
+    for r in items("requests", requests):
+        if not all(hasattr(r, a) for a in ("name", "input_ids", "output_ids")):
+            raise ValueError(f"requests must hold requests with name, input_ids and output_ids "
+                             f"(workloads.TraceRequest), got {r!r:.80}")
         hint = getattr(r, "reuse_hint", None)
         if hint is not None:
             fraction("reuse_hint", hint)
@@ -362,14 +409,17 @@ def eviction_sweep(requests: Sequence, pool_bytes: Sequence[float], bytes_per_to
                    policies: dict[str, Callable[[], LRU | ValuePerByte]]) -> dict[str, list[int]]:
     """Session tokens hit by ``replay`` for each pool size (bytes) and each policy (name -> factory)."""
     positive("bytes_per_token", bytes_per_token)
-    if not policies:
+    if not mapping("policies", policies):
         raise ValueError("policies must not be empty")
+    for make in policies.values():
+        function("policies", make)
     out: dict[str, list[int]] = {name: [] for name in policies}
     prepared = _prepared(requests)
-    for b in pool_bytes:
-        cap = int(positive("pool_bytes", b) // bytes_per_token)
+    for b in items("pool_bytes", pool_bytes):
+        cap = int(finite_result(positive("pool_bytes", b) // bytes_per_token, "pool_bytes", "bytes_per_token"))
         if cap < 1:
-            raise ValueError(f"pool_bytes {b} holds no token")
+            raise ValueError(f"pool_bytes ({b}) must hold at least one token of bytes_per_token "
+                             f"({bytes_per_token}) bytes")
         for name, make in policies.items():
             out[name].append(_replay(prepared, cap, make()).session_hit_tokens)
     return out
@@ -377,9 +427,11 @@ def eviction_sweep(requests: Sequence, pool_bytes: Sequence[float], bytes_per_to
 
 def smallest_pool(pool_sizes: Sequence[float], hits: Sequence[int], fraction_of_best: float = 0.9) -> float:
     """Smallest pool size of a sweep at which the hits reach ``fraction_of_best`` of the sweep's best."""
+    pool_sizes = [positive("pool_sizes", g) for g in items("pool_sizes", pool_sizes)]
+    hits = [non_negative_int("hits", h) for h in items("hits", hits)]
     if len(pool_sizes) != len(hits) or not hits:
         raise ValueError("pool_sizes and hits must be non-empty and of equal length")
-    if not 0 < fraction_of_best <= 1:
+    if positive("fraction_of_best", fraction_of_best) > 1:
         raise ValueError(f"fraction_of_best must lie in (0, 1], got {fraction_of_best!r}")
     best = max(hits)
     return next(g for g, h in sorted(zip(pool_sizes, hits)) if h >= fraction_of_best * best)
@@ -391,6 +443,7 @@ def standard_policies(model, accelerator, mfu: float | None = None) -> dict[str,
     A hit on a node saves the prefill of its tokens after its cached prefix
     (``calibration.prefill_time``); the pool is on the device, so T_f = 0.
     """
+    instance("model", model, ModelSpec), instance("accelerator", accelerator, Accelerator)
     eff = PREFILL_MFU_BATCH1 if mfu is None else efficiency("mfu", mfu)
     per_token = model.kv_bytes_per_token()
 

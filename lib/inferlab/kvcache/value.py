@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import fraction, non_negative, non_negative_int, positive, positive_int
+from .._validate import (finite, finite_result, fraction, instance, items, non_negative, non_negative_int, positive,
+                         positive_int)
 from ..calibration import PREFILL_MFU_BATCH1, measured_decode_step, prefill_time
 from ..hardware import Accelerator
 from ..models import ModelSpec
@@ -32,7 +33,7 @@ def break_even_hit_probability(recompute_s: float, fetch_s: float, maintain_s: f
     gain = non_negative("recompute_s", recompute_s) - non_negative("fetch_s", fetch_s)
     if gain <= 0:
         raise ValueError(f"recompute_s ({recompute_s}) must exceed fetch_s ({fetch_s}) for a hit to save time")
-    return non_negative("maintain_s", maintain_s) / gain
+    return finite_result(non_negative("maintain_s", maintain_s) / gain, "recompute_s", "fetch_s", "maintain_s")
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class PrefixCost:
         if self.saving_per_hit_s <= 0:
             raise ValueError(f"recompute_s ({self.recompute_s}) must exceed fetch_s ({self.fetch_s}) "
                              "for the hit probability to matter")
-        p = (target_s + self.maintain_s) / self.saving_per_hit_s
+        p = (finite("target_s", target_s) + self.maintain_s) / self.saving_per_hit_s
         if not 0 <= p <= 1:
             raise ValueError(f"target_s ({target_s}) is out of reach: it needs a hit probability of {p:.3g}")
         return p
@@ -101,6 +102,7 @@ def prefix_cost(
     T_rec is the prefill of those tokens at ``mfu``; T_fetch moves their KV over ``link_bandwidth``
     (the accelerator's own host link if None); T_maint defaults to one write-back, equal to T_fetch.
     """
+    instance("model", model, ModelSpec), instance("accelerator", accelerator, Accelerator)
     positive_int("tokens", tokens)
     non_negative_int("cached_tokens", cached_tokens)
     efficiency("mfu", mfu)
@@ -116,6 +118,11 @@ def best_use_of_space(candidates: list[tuple[PrefixCost, float]], capacity_bytes
     Returns (indices kept, total expected saving in s). Candidates with V_h <= 0 are never kept.
     """
     positive("capacity_bytes", capacity_bytes)
+    candidates = items("candidates", candidates)
+    for c in candidates:
+        if not (isinstance(c, tuple) and len(c) == 2 and isinstance(c[0], PrefixCost)):
+            raise ValueError(f"candidates must be (PrefixCost, p_hit) pairs, got {c!r:.80}")
+        fraction("candidates' p_hit", c[1])
     if len(candidates) > 20:
         raise ValueError("candidates must be at most 20 (exhaustive search)")
     best: tuple[list[int], float] = ([], 0.0)
@@ -140,7 +147,8 @@ def keep_ratio_threshold(p_hit: float, maintain_per_fetch: float = 1.0) -> float
     """
     if fraction("p_hit", p_hit) == 0:
         raise ValueError("p_hit must be positive: a prefix that is never used again never pays for its transfers")
-    return (p_hit + non_negative("maintain_per_fetch", maintain_per_fetch)) / p_hit
+    return finite_result((p_hit + non_negative("maintain_per_fetch", maintain_per_fetch)) / p_hit, "p_hit",
+                         "maintain_per_fetch")
 
 
 def recompute_to_fetch_ratio(
@@ -151,7 +159,7 @@ def recompute_to_fetch_ratio(
     mfu: float = PREFILL_MFU_BATCH1,
 ) -> np.ndarray:
     """T_rec / T_fetch of prefixes of each length in ``tokens``: prefill time over the time to fetch their KV."""
-    lengths = [positive_int("tokens", int(n)) for n in tokens]
+    lengths = [positive_int("tokens", n) for n in items("tokens", tokens)]
     if not lengths:
         raise ValueError("tokens must hold at least one prefix length")
     costs = [prefix_cost(model, accelerator, n, link_bandwidth=link_bandwidth, mfu=mfu) for n in lengths]
@@ -172,7 +180,7 @@ def slowest_paying_link(
     """
     ratio = keep_ratio_threshold(p_hit, maintain_per_fetch)
     cost = prefix_cost(model, accelerator, tokens, mfu=mfu)
-    return ratio * cost.kv_bytes / cost.recompute_s
+    return finite_result(ratio * cost.kv_bytes / cost.recompute_s, "tokens", "p_hit", "maintain_per_fetch", "mfu")
 
 
 @dataclass(frozen=True)
@@ -185,6 +193,11 @@ class ContextUpdate:
     generated_tokens: int  # extra output the update itself needs (a summary)
     context_after: int  # tokens every later step attends to
     read_cached_tokens: int = 0  # cached history the update reads as a hit before it rebuilds (the summary step)
+
+    def __post_init__(self) -> None:
+        instance("name", self.name, str)
+        for name in ("reused_tokens", "processed_tokens", "generated_tokens", "context_after", "read_cached_tokens"):
+            non_negative_int(name, getattr(self, name))
 
 
 def context_update_options(history_tokens: int = 8192, appended_tokens: int = 1024,
@@ -210,6 +223,7 @@ def generation_time(update: ContextUpdate, model: ModelSpec) -> float:
     """
     if not isinstance(update, ContextUpdate):
         raise ValueError(f"update must be a ContextUpdate (context_update_options), got {update!r:.80}")
+    instance("model", model, ModelSpec)
     d_w, k = model.matrix_weight_bytes(), model.kv_bytes_per_token()
     return sum(measured_decode_step(step_read_bytes(1, update.read_cached_tokens + j, d_w, k))
                for j in range(1, update.generated_tokens))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from .._validate import positive_int
+from .._validate import instance, positive_int
 from ..memory import blocks_for, kv_tokens
 from .request import Request
 
@@ -22,22 +22,32 @@ class Admission(Protocol):
     def release(self, request: Request) -> None: ...
 
 
+def _request(request: Request) -> Request:
+    if type(request) is not Request:  # the engines pass Requests: one check
+        instance("request", request, Request)
+    return request
+
+
 class NoLimit:
     """Admission that never refuses (only ``max_running`` limits the batch)."""
 
     def fits(self, request: Request) -> bool:
         """Every request fits."""
+        _request(request)
         return True
 
     def can_admit(self, request: Request) -> bool:
         """Every request may start."""
+        _request(request)
         return True
 
     def admit(self, request: Request) -> None:
         """Nothing to reserve."""
+        _request(request)
 
     def release(self, request: Request) -> None:
         """Nothing to free."""
+        _request(request)
 
 
 @dataclass
@@ -54,6 +64,7 @@ class KVBlockLimit:
 
     def blocks_needed(self, request: Request) -> int:
         """Blocks ``request`` holds once it has emitted all its outputs."""
+        _request(request)
         return blocks_for(kv_tokens(request.prompt_tokens, request.output_tokens), self.block_size)
 
     @property
@@ -77,7 +88,9 @@ class KVBlockLimit:
         self.used_blocks += self.blocks_needed(request)
 
     def release(self, request: Request) -> None:
-        """Free ``request``'s blocks."""
-        self.used_blocks -= self.blocks_needed(request)
-        if self.used_blocks < 0:
-            raise ValueError(f"released more blocks than were reserved (request {request.name!r})")
+        """Free ``request``'s blocks (nothing changes if fewer are reserved)."""
+        need = self.blocks_needed(request)
+        if need > self.used_blocks:
+            raise ValueError(f"request {request.name!r} must have been admitted: releasing its {need} blocks "
+                             f"would free more than the {self.used_blocks} reserved")
+        self.used_blocks -= need

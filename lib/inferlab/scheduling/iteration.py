@@ -16,16 +16,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
-from .._validate import non_negative, non_negative_int, positive, positive_int
+from .._validate import instance, items, non_negative, non_negative_int, positive, positive_int
 from ..hardware import Accelerator
 from ..models import ModelSpec, causal_pairs
 from ..roofline import efficiency
 from ..units import ms, ns, us
-
-if TYPE_CHECKING:
-    from .request import Request
+from .request import Request
 
 Kind = Literal["prefill", "decode"]
 
@@ -45,7 +43,9 @@ class Work:
             raise ValueError(f"kind must be 'prefill' or 'decode', got {self.kind!r}")
         # fast path for plain ints (the simulator builds millions of items); full checks otherwise
         if not (type(self.new_tokens) is int and type(self.cached_tokens) is int and type(self.emits) is int
-                and self.new_tokens >= 1 and self.cached_tokens >= 0 and self.emits >= 0):
+                and self.new_tokens >= 1 and self.cached_tokens >= 0 and self.emits >= 0
+                and type(self.request) is Request):
+            instance("request", self.request, Request)
             positive_int("new_tokens", self.new_tokens)
             non_negative_int("cached_tokens", self.cached_tokens)
             non_negative_int("emits", self.emits)
@@ -79,13 +79,24 @@ def totals(work: Sequence[Work]) -> tuple[int, int, int, int]:
     all of them to decide acceptance, whatever it emits in the end).
     """
     tokens = pairs = kv = logits = 0
-    for item in work:
+    for item in work if type(work) in (list, tuple) else items("work", work):
+        if type(item) is not Work:
+            instance("work", item, Work, "a sequence of Work items")
         c = item.new_tokens
         tokens += c
         pairs += item.cached_tokens * c + c * (c + 1) // 2
         kv += item.cached_tokens + c
         logits += c if item.kind == "decode" else min(item.emits, c)
     return tokens, pairs, kv, logits
+
+
+def _check_totals(new_tokens: int, pairs: int, kv_tokens: int, logits: int) -> None:
+    """Refuse totals that are not integers >= 0 (plain ints, as the engines pass them, take one check)."""
+    if not (type(new_tokens) is int and type(pairs) is int and type(kv_tokens) is int and type(logits) is int
+            and new_tokens >= 0 and pairs >= 0 and kv_tokens >= 0 and logits >= 0):
+        for name, value in (("new_tokens", new_tokens), ("pairs", pairs), ("kv_tokens", kv_tokens),
+                            ("logits", logits)):
+            non_negative_int(name, value)
 
 
 @dataclass(frozen=True)
@@ -107,6 +118,7 @@ class IterationCost:
 
     def of_totals(self, new_tokens: int, pairs: int, kv_tokens: int = 0, logits: int = 0) -> float:
         """Seconds of an iteration with these totals (KV tokens and logits do not enter this model)."""
+        _check_totals(new_tokens, pairs, kv_tokens, logits)
         return self.fixed_s + self.per_token_s * new_tokens + self.per_pair_s * pairs
 
     def of(self, new_tokens: int, cached_tokens: int = 0) -> float:
@@ -143,6 +155,7 @@ class RooflineCost:
     dtype_bytes: float = 2
 
     def __post_init__(self) -> None:
+        instance("model", self.model, ModelSpec), instance("accelerator", self.accelerator, Accelerator)
         efficiency("mfu", self.mfu), efficiency("mbu", self.mbu)
         non_negative("overhead_s", self.overhead_s)
         positive("dtype_bytes", self.dtype_bytes)
@@ -153,6 +166,7 @@ class RooflineCost:
 
     def of_totals(self, new_tokens: int, pairs: int, kv_tokens: int, logits: int) -> float:
         """Seconds of an iteration with these totals (the sum of ``ModelSpec.flops`` over its items)."""
+        _check_totals(new_tokens, pairs, kv_tokens, logits)
         per_token, per_logit, per_pair, weights, per_kv, flop_rate, byte_rate = self._coefficients
         flops = per_token * new_tokens + per_logit * logits + per_pair * pairs
         compute_s = flops / flop_rate

@@ -7,12 +7,14 @@ request's decode range) and builds an ``Iteration`` with its ``Work`` tuple on a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
+from .._validate import function, instance, non_negative, non_negative_int, positive, real_array
 from .iteration import Work
 
 if TYPE_CHECKING:
@@ -30,6 +32,18 @@ class Iteration:
     duration_s: float
     work: tuple[Work, ...]
 
+    def __post_init__(self) -> None:
+        # the log builds iterations from its own arrays: one check; anything else the full one
+        if not (type(self.index) is int and type(self.start_s) is float and type(self.duration_s) is float
+                and 0 <= self.index and 0.0 <= self.start_s < math.inf and 0.0 < self.duration_s < math.inf
+                and type(self.work) is tuple and all(type(w) is Work for w in self.work)):
+            non_negative_int("index", self.index)
+            non_negative("start_s", self.start_s)
+            positive("duration_s", self.duration_s)
+            instance("work", self.work, tuple, "a tuple of Work items")
+            for w in self.work:
+                instance("work", w, Work, "a tuple of Work items")
+
     @property
     def end_s(self) -> float:
         """Time the iteration ends and its tokens are emitted."""
@@ -41,8 +55,11 @@ class Iteration:
         return sum(w.new_tokens for w in self.work)
 
 
-def _frozen(values: Sequence[float] | np.ndarray) -> np.ndarray:
-    out = np.array(values, dtype=float)
+def _frozen(name: str, values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """``values`` as a read-only float64 copy if they are a 1-D sequence of finite real numbers."""
+    out = real_array(name, values)
+    if not np.isfinite(out).all():
+        raise ValueError(f"{name} must be a 1-D sequence of finite seconds, got {values!r:.80}")
     out.flags.writeable = False
     return out
 
@@ -52,12 +69,12 @@ class IterationLog(Sequence[Iteration]):
 
     def __init__(self, start_s: Sequence[float] | np.ndarray, duration_s: Sequence[float] | np.ndarray,
                  work_of: Callable[[int], tuple[Work, ...]]) -> None:
-        self.start_s = _frozen(start_s)
-        self.duration_s = _frozen(duration_s)
+        self.start_s = _frozen("start_s", start_s)
+        self.duration_s = _frozen("duration_s", duration_s)
         if self.start_s.shape != self.duration_s.shape:
             raise ValueError("start_s and duration_s must have the same length")
-        self.end_s = _frozen(self.start_s + self.duration_s)
-        self._work_of = work_of
+        self.end_s = _frozen("end_s", self.start_s + self.duration_s)
+        self._work_of = function("work_of", work_of)
 
     def __len__(self) -> int:
         return self.start_s.size

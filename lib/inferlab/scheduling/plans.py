@@ -13,17 +13,15 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._validate import finite, flag, instance, items, non_negative, non_negative_int, positive_int
+from .admission import Admission
 from .events import EngineRun, checked_seconds, clock_stalled
 from .iteration import CostFn, Work
 from .log import IterationLog
-
-if TYPE_CHECKING:
-    from .admission import Admission
-    from .request import Request
+from .request import Request
 
 __all__ = ["Live", "Engine", "Plan", "PlanFn", "POLICIES", "run_plans"]
 
@@ -38,6 +36,22 @@ class Live:
     times: list[float] = field(default_factory=list)
     first_work_s: float = -1.0
 
+    def __post_init__(self) -> None:
+        # the engine admits with (request, index) only: one check; anything else the full one
+        if not (type(self.request) is Request and type(self.index) is int and self.index >= 0 and self.prefilled == 0
+                and type(self.prefilled) is int and type(self.times) is list and not self.times
+                and self.first_work_s == -1.0):
+            instance("request", self.request, Request)
+            non_negative_int("index", self.index)
+            if non_negative_int("prefilled", self.prefilled) > self.request.prompt_tokens:
+                raise ValueError(f"prefilled must be at most the request's prompt_tokens "
+                                 f"({self.request.prompt_tokens})")
+            instance("times", self.times, list, "a list of output-token times")
+            for t in self.times:
+                non_negative("times", t)
+            if self.first_work_s != -1.0 or type(self.first_work_s) is not float:
+                non_negative("first_work_s (-1.0: not started)", self.first_work_s)
+
     @property
     def decoding(self) -> bool:
         """Whether its whole prompt is in the KV cache (it decodes from now on)."""
@@ -49,6 +63,15 @@ class Engine:
 
     def __init__(self, requests: Sequence["Request"], max_running: int, admission: "Admission",
                  token_budget: int | None, chunk_tokens: int | None, whole_chunks: bool) -> None:
+        requests = items("requests", requests)
+        for r in requests:
+            instance("requests", r, Request, "a sequence of Request")
+        positive_int("max_running", max_running)
+        instance("admission", admission, Admission, "an Admission (NoLimit, KVBlockLimit, ...)")
+        for name, limit in (("token_budget", token_budget), ("chunk_tokens", chunk_tokens)):
+            if limit is not None:
+                positive_int(name, limit)
+        flag("whole_chunks", whole_chunks)
         self.pending: deque[Request] = deque(requests)
         self.waiting: deque[Request] = deque()
         self.running: list[Live] = []
@@ -61,6 +84,8 @@ class Engine:
 
     def arrive(self, now: float) -> None:
         """Move every request that has arrived by ``now`` from pending to waiting."""
+        if type(now) is not float or not -math.inf < now < math.inf:
+            finite("now", now)
         while self.pending and self.pending[0].arrival_s <= now:
             self.waiting.append(self.pending.popleft())
 

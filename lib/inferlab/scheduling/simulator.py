@@ -26,6 +26,7 @@ and the general per-item one (``plans``) for any other ``CostFn`` or a plan func
 from __future__ import annotations
 
 import gc
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,7 +35,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._validate import non_negative, one_of, positive, positive_int
+from .._validate import (MAX_COUNT, finite_result, flag, instance, items, mapping, non_negative, non_negative_int,
+                         one_of, positive, positive_int)
 from ..timeline import RequestTimes, itls_by_request, summarize
 from .admission import Admission, KVBlockLimit, NoLimit
 from .events import run_events
@@ -62,6 +64,14 @@ class Served:
     first_work_s: float
     times: RequestTimes
 
+    def __post_init__(self) -> None:
+        # ``simulate`` builds one per request: plain types pass one check, anything else the full one
+        if not (type(self.request) is Request and type(self.times) is RequestTimes
+                and type(self.first_work_s) is float and 0.0 <= self.first_work_s < math.inf):
+            instance("request", self.request, Request)
+            non_negative("first_work_s", self.first_work_s)
+            instance("times", self.times, RequestTimes)
+
     @property
     def queue_s(self) -> float:
         """Seconds from arrival to the start of the first iteration that runs any of its work."""
@@ -84,6 +94,13 @@ class Schedule:
     served: dict[str, Served]
     iterations: IterationLog
     makespan_s: float
+
+    def __post_init__(self) -> None:
+        instance("policy", self.policy, str)
+        for name, served in mapping("served", self.served).items():
+            instance("served", served, Served, "a dict of Served records by request name")
+        instance("iterations", self.iterations, IterationLog)
+        non_negative("makespan_s", self.makespan_s)
 
     @property
     def times(self) -> dict[str, RequestTimes]:
@@ -160,14 +177,12 @@ def simulate(
     event-driven engine (O(1) per iteration plus its prompt pieces), any other ``CostFn`` the
     per-item one; ``record_iterations=False`` drops the iteration log.
     """
-    requests = list(requests)
+    requests = items("requests", requests)
     builtin, plan, name = _checked_policy(policy)
     _check_limits(requests, builtin, max_running, token_budget, chunk_tokens)
     if not callable(cost):
         raise ValueError(f"cost must be a callable on a sequence of Work (a CostFn), got {cost!r}")
-    for flag, value in (("whole_chunks", whole_chunks), ("record_iterations", record_iterations)):
-        if not isinstance(value, bool):
-            raise ValueError(f"{flag} must be True or False, got {value!r}")
+    flag("whole_chunks", whole_chunks), flag("record_iterations", record_iterations)
     admission = _checked_admission(requests, admission)
 
     ordered = sorted(requests, key=lambda r: r.arrival_s)
@@ -179,7 +194,7 @@ def simulate(
         else:
             run = run_plans(ordered, plan, cost, max_running, token_budget, chunk_tokens,
                             NoLimit() if admission is None else admission, whole_chunks, record_iterations)
-        trusted = RequestTimes.trusted
+        trusted = RequestTimes._trusted
         by_name = {r.name: Served(r, first, trusted(r.arrival_s, times))
                    for r, first, times in zip(ordered, run.first_work_s.tolist(), run.token_times_s)}
         served = {r.name: by_name[r.name] for r in requests}
@@ -204,6 +219,10 @@ def _check_limits(requests: list[Request], builtin: str | None, max_running: int
         raise ValueError(f"requests must be scheduling.Request objects, got {type(stranger).__name__}: {stranger!r}")
     if len({r.name for r in requests}) != len(requests):
         raise ValueError("requests must have unique names")
+    huge = next((r for r in requests if r.prompt_tokens > MAX_COUNT or r.output_tokens > MAX_COUNT), None)
+    if huge is not None:
+        raise ValueError(f"requests must have prompt_tokens and output_tokens of at most {MAX_COUNT} (the iterations "
+                         f"to simulate), got request {huge.name!r}")
     positive_int("max_running", max_running)
     if token_budget is not None:
         positive_int("token_budget", token_budget)
@@ -267,7 +286,11 @@ def example_requests() -> tuple[Request, ...]:
 def run_example(policy: str, cost: CostFn = FITTED_COST, max_running: int = EXAMPLE_MAX_RUNNING,
                 token_budget: int = EXAMPLE_TOKEN_BUDGET, chunk_tokens: int = EXAMPLE_CHUNK_TOKENS,
                 whole_chunks: bool = True) -> Schedule:
-    """Section 8.2.2's example under ``policy``, with the chapter's limits (and whole-chunk rule) unless overridden."""
+    """Section 8.2.2's example under ``policy``, with the chapter's limits (and whole-chunk rule) unless overridden.
+
+    ``token_budget`` and ``chunk_tokens`` apply to 'chunked' only (they are checked whatever the policy).
+    """
+    positive_int("token_budget", token_budget), positive_int("chunk_tokens", chunk_tokens)
     chunked = policy == "chunked"
     return simulate(example_requests(), policy, cost, max_running,
                     token_budget=token_budget if chunked else None,
@@ -285,8 +308,10 @@ def replay_requests(prompt_tokens: Sequence[int] = REPLAY_PROMPT_TOKENS,
                     interval_s: float = REPLAY_INTERVAL_S) -> tuple[Request, ...]:
     """Requests arriving every ``interval_s`` seconds (0, 80 ms, ...), one per prompt length."""
     non_negative("interval_s", interval_s)
+    prompt_tokens = items("prompt_tokens", prompt_tokens)
     if not prompt_tokens:
         raise ValueError("prompt_tokens must name at least one request")
+    finite_result((len(prompt_tokens) - 1) * interval_s, "interval_s")  # the last arrival
     return tuple(Request(f"q{i}", i * interval_s, p, output_tokens) for i, p in enumerate(prompt_tokens))
 
 
@@ -300,12 +325,18 @@ def budget_sweep(requests: Sequence[Request], budgets: Iterable[int], cost: Cost
     """
     import pandas as pd
 
+    requests = items("requests", requests)
+    if not requests:
+        raise ValueError("requests must not be empty")
+    for r in requests:
+        instance("requests", r, Request, "a sequence of Request")
     ordered = sorted(requests, key=lambda r: r.arrival_s)
-    if not 0 <= first_late < len(ordered):
+    if not non_negative_int("first_late", first_late) < len(ordered):
         raise ValueError(f"first_late must lie in [0, {len(ordered) - 1}], got {first_late!r}")
     late = [r.name for r in ordered[first_late:]]
     rows = []
-    for budget in budgets:
+    for budget in items("budgets", budgets):
+        positive_int("budgets", budget)
         s = simulate(ordered, "chunked", cost, max_running, token_budget=budget, whole_chunks=whole_chunks)
         queues = [s.served[n].queue_s for n in late]
         rows.append({"token_budget": budget, "late_queue_mean_s": sum(queues) / len(queues),
@@ -321,6 +352,7 @@ def budget_within_gap(sweep: "pd.DataFrame", gap_limit_s: float) -> int | None:
 
     A budget at which no request has a gap (every request emitted one token: ``max_itl_s`` NaN) exceeds no limit.
     """
+    _sweep_table(sweep, "max_itl_s")
     positive("gap_limit_s", gap_limit_s)
     ok = [int(b) for b, gap in sweep["max_itl_s"].items() if np.isnan(gap) or gap < gap_limit_s]
     return max(ok) if ok else None
@@ -328,12 +360,23 @@ def budget_within_gap(sweep: "pd.DataFrame", gap_limit_s: float) -> int | None:
 
 def quickest_admission_budget(sweep: "pd.DataFrame") -> int:
     """Smallest token budget of a ``budget_sweep`` table at which the late arrivals' mean queueing is lowest."""
+    _sweep_table(sweep, "late_queue_mean_s")
     if len(sweep) == 0:
         raise ValueError("sweep must hold at least one budget")
     best = sweep["late_queue_mean_s"].min()
     return int(min(b for b, q in sweep["late_queue_mean_s"].items() if q == best))
 
 
+def _sweep_table(sweep: "pd.DataFrame", column: str) -> None:
+    """Refuse anything but a ``budget_sweep`` table (a DataFrame with ``column``)."""
+    import pandas as pd
+
+    instance("sweep", sweep, pd.DataFrame, "a budget_sweep table (a DataFrame)")
+    if column not in sweep.columns:
+        raise ValueError(f"sweep must be a budget_sweep table with the column {column!r}")
+
+
 def batch_requests(n: int, prompt_tokens: int, output_tokens: int, arrival_s: float = 0.0) -> tuple[Request, ...]:
     """``n`` alike requests submitted together (as in experiment 8-1's batch sweep)."""
-    return tuple(Request(f"q{i}", arrival_s, prompt_tokens, output_tokens) for i in range(positive_int("n", n)))
+    n = positive_int("n", n, at_most=MAX_COUNT)
+    return tuple(Request(f"q{i}", arrival_s, prompt_tokens, output_tokens) for i in range(n))

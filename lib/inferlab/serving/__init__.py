@@ -17,7 +17,7 @@ from .metrics import (amdahl_derivation, amdahl_speedup, completion_and_goodput,
 from .rates import decode_rate, efficiency_table, gpu_seconds, prefill_rate, shared_batch_rates
 from .sweep import (ANSWER_TOKENS, TASK_PROMPT_TOKENS, WRONG_TASK, goodput_at, goodput_sweep, load_table,
                     retrieval_window)
-from .traces import AZURE_CONV, azure_conv, dispersion, mean_rate, poisson_twin, trace_window
+from .traces import AZURE_CONV, azure_conv, dispersion, mean_rate, poisson_twin, trace_comparison, trace_window
 
 __all__ = [
     "CHAPTER_CONFIGS", "CHAPTER_WORKLOAD", "KV_FORMAT_RATIO", "MEASURED_ON", "STEP_SOURCES", "ServingConfig", "Workload",
@@ -28,5 +28,5 @@ __all__ = [
     "observation_window", "summarize_served", "task_time", "time_average_in_system",
     "decode_rate", "efficiency_table", "gpu_seconds", "prefill_rate", "shared_batch_rates",
     "ANSWER_TOKENS", "TASK_PROMPT_TOKENS", "WRONG_TASK", "goodput_at", "goodput_sweep", "load_table", "retrieval_window",
-    "AZURE_CONV", "azure_conv", "dispersion", "mean_rate", "poisson_twin", "trace_window",
+    "AZURE_CONV", "azure_conv", "dispersion", "mean_rate", "poisson_twin", "trace_comparison", "trace_window",
 ]

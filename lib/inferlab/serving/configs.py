@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from .. import calibration, example
-from .._validate import fraction, non_negative, non_negative_int, one_of, positive, positive_int
+from .._validate import finite_result, fraction, non_negative, non_negative_int, one_of, positive, positive_int
 from ..compression.formats import block_format
 from ..hardware import Accelerator
 from ..memory import batch_kv_bytes
@@ -214,6 +214,11 @@ class RoundBreakdown:
     overhead_s: float  # per-round work beside the pass (a lookup)
     source: str
 
+    def __post_init__(self) -> None:
+        for name in ("read_bytes", "verify_flops", "step_s", "compute_s", "overhead_s"):
+            non_negative(name, getattr(self, name))
+        one_of("source", self.source, STEP_SOURCES)
+
     @property
     def round_s(self) -> float:
         """The longer of the memory-side step and the verification compute, plus the per-round overhead."""
@@ -269,13 +274,19 @@ def tokens_per_round_needed(config: ServingConfig, workload: Workload = CHAPTER_
 def prefix_fetch_time(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD,
                       model: ModelSpec = example.MODEL, link_bandwidth: float | None = None) -> float:
     """Seconds to bring a shared prefix's KV from host memory over ``link_bandwidth`` (bytes/s; None: on the device)."""
+    return _prefix_fetch(config, workload, model, link_bandwidth, "link_bandwidth")
+
+
+def _prefix_fetch(config: ServingConfig, workload: Workload, model: ModelSpec, link_bandwidth: float | None,
+                  name: str) -> float:
+    """``prefix_fetch_time`` with the bandwidth's parameter called ``name`` in its errors."""
     _check(config, workload, model)
     if link_bandwidth is not None:
-        positive("link_bandwidth", link_bandwidth)
+        positive(name, link_bandwidth)
     if link_bandwidth is None or not config.shared_prefix:
         return 0.0
     prefix = workload.shared_prefix_tokens * model.kv_bytes_per_token() * KV_FORMAT_RATIO[config.kv_format]
-    return prefix / link_bandwidth
+    return finite_result(prefix / link_bandwidth, name)
 
 
 def evaluate(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD,
@@ -287,15 +298,16 @@ def evaluate(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD,
     ``prefix_link_bandwidth``: None when the cached prefix is already on the device (the chapter's case);
     otherwise it waits in host memory and is copied over a link of that bandwidth (bytes/s) before prefill.
     ``step_source`` says where ``round_s`` comes from (``STEP_SOURCES``): "measured" only at the shape the
-    step was measured at, on the card it was measured on.
+    step was measured at, on the card it was measured on. ``gpu_s_per_good`` and ``energy_j_per_good`` are
+    infinite when no result is good (the batch does not fit or misses the deadline).
     """
     _check(config, workload, model, accelerator)
     positive("kv_budget_bytes", kv_budget_bytes)
     if prefix_link_bandwidth is not None:
         positive("prefix_link_bandwidth", prefix_link_bandwidth)
     kv = kv_bytes(config, workload, model)
-    prefill = config_prefill_time(config, workload, model, accelerator) + prefix_fetch_time(
-        config, workload, model, prefix_link_bandwidth)
+    prefill = config_prefill_time(config, workload, model, accelerator) + _prefix_fetch(
+        config, workload, model, prefix_link_bandwidth, "prefix_link_bandwidth")
     rounds = decode_rounds(config, workload)
     breakdown = round_breakdown(config, workload, model, accelerator)
     step, source = breakdown.round_s, breakdown.source

@@ -24,10 +24,11 @@ import numpy as np
 import pandas as pd
 
 from .. import example
-from .._validate import fraction, non_negative, one_of, positive, positive_int
+from .._validate import (MAX_COUNT, finite_result, flag, fraction, function, generator, instance, items, mapping,
+                         non_negative, one_of, positive, positive_int, real_array)
 from ..models import ModelSpec
 from ..scheduling import (EXAMPLE_CHUNK_TOKENS, EXAMPLE_TOKEN_BUDGET, FITTED_COST, CostFn, KVBlockLimit, NoLimit,
-                          Request, Schedule, simulate)
+                          POLICIES, Request, Schedule, simulate)
 
 __all__ = ["ServingPolicy", "SERVING_POLICIES", "EngineSetup", "poisson_requests", "trace_requests", "serve"]
 
@@ -38,6 +39,10 @@ class ServingPolicy:
 
     scheduler_policy: str
     one_at_a_time: bool = False
+
+    def __post_init__(self) -> None:
+        one_of("scheduler_policy", instance("scheduler_policy", self.scheduler_policy, str), POLICIES)
+        flag("one_at_a_time", self.one_at_a_time)
 
 
 #: The policies ``serve`` takes, by name.
@@ -51,10 +56,10 @@ SERVING_POLICIES: Mapping[str, ServingPolicy] = {
 def poisson_requests(rate_per_s: float, n_requests: int, prompt_tokens: int, output_tokens: int,
                      seed: int | np.random.Generator = 0, start_s: float = 0.0) -> list[Request]:
     """``n_requests`` alike requests with exponential gaps of mean 1/rate (a Poisson process), seeded."""
-    positive("rate_per_s", rate_per_s)
-    positive_int("n_requests", n_requests)
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    arrivals = non_negative("start_s", start_s) + np.cumsum(rng.exponential(1.0 / rate_per_s, n_requests))
+    mean_gap = finite_result(1.0 / positive("rate_per_s", rate_per_s), "rate_per_s")
+    positive_int("n_requests", n_requests, at_most=MAX_COUNT)
+    rng = generator("seed", seed)
+    arrivals = non_negative("start_s", start_s) + np.cumsum(rng.exponential(mean_gap, n_requests))
     arrivals -= arrivals[0] - start_s  # the first request arrives at start_s
     return trace_requests(arrivals, prompt_tokens, output_tokens)
 
@@ -62,7 +67,9 @@ def poisson_requests(rate_per_s: float, n_requests: int, prompt_tokens: int, out
 def trace_requests(arrivals_s: Sequence[float] | np.ndarray, prompt_tokens: int,
                    output_tokens: int) -> list[Request]:
     """Alike requests arriving at the given times (a fixed trace), named r0, r1, ... in arrival order."""
-    times = np.sort(np.asarray(arrivals_s, dtype=float))
+    times = np.sort(real_array("arrivals_s", arrivals_s))
+    if times.size and not (np.isfinite(times).all() and times[0] >= 0):
+        raise ValueError(f"arrivals_s must be finite times >= 0, got {arrivals_s!r:.80}")
     if times.size == 0:
         raise ValueError("arrivals_s must hold at least one arrival time")
     return [Request(f"r{i}", float(t), prompt_tokens, output_tokens) for i, t in enumerate(times)]
@@ -88,12 +95,21 @@ class EngineSetup:
 
     def __post_init__(self) -> None:
         one_of("policy", self.policy, SERVING_POLICIES)
+        function("cost", self.cost)
         positive_int("max_running", self.max_running)
         if self.kv_budget_bytes is not None:
             positive("kv_budget_bytes", self.kv_budget_bytes)
+        instance("model", self.model, ModelSpec)
+        if self.kv_budget_bytes is not None and self.kv_budget_bytes < 16 * self.model.kv_bytes_per_token():
+            raise ValueError(f"kv_budget_bytes must hold at least one 16-token block of KV "
+                             f"({16 * self.model.kv_bytes_per_token():.0f} bytes), got {self.kv_budget_bytes!r}")
+        for name in ("token_budget", "chunk_tokens"):
+            if getattr(self, name) is not None:
+                positive_int(name, getattr(self, name))
 
     def run(self, requests: list[Request]) -> Schedule:
         """The engine's schedule of ``requests`` (read-only: a remembered run is shared by later calls)."""
+        requests = items("requests", requests)
         if len(requests) <= _REMEMBER_REQUESTS:
             try:
                 return _remembered_run(tuple(requests), self)
@@ -182,16 +198,19 @@ def serve(requests: Sequence[Request], policy: str = "continuous", *, cost: Cost
     positive("deadline_s", deadline_s)
     if admission_control is not None:
         one_of("admission_control", admission_control, ("reject", "redirect"))
-    reqs = sorted(requests, key=lambda r: (r.arrival_s, isinstance(r.name, str), r.name))  # names: int or str
+    reqs = items("requests", requests)
+    for r in reqs:
+        instance("requests", r, Request, "a sequence of Request")
+    reqs.sort(key=lambda r: (r.arrival_s, isinstance(r.name, str), r.name))  # names: int or str
     if not reqs:
         raise ValueError("requests must not be empty")
     names = [r.name for r in reqs]
     if len(set(names)) != len(names):
         raise ValueError("requests must have distinct names")
-    cancel_at = dict(cancel_at or {})
+    cancel_at = dict(mapping("cancel_at", cancel_at or {}))
     unknown = set(cancel_at) - set(names)
     if unknown:
-        raise ValueError(f"cancel_at names requests that do not exist: {sorted(unknown)}")
+        raise ValueError(f"cancel_at must name requests that exist, got unknown names {sorted(map(repr, unknown))[:5]}")
     for name, t in cancel_at.items():
         non_negative(f"cancel_at[{name!r}]", t)
 
@@ -226,8 +245,8 @@ def _correctness(names: list[str], correct: float | Mapping[str, bool], seed: in
     if isinstance(correct, Mapping):
         missing = set(names) - set(correct)
         if missing:
-            raise ValueError(f"correct has no entry for {sorted(missing)[:5]}")
-        return {n: bool(correct[n]) for n in names}
+            raise ValueError(f"correct must have an entry for every request, missing {sorted(map(repr, missing))[:5]}")
+        return {n: flag(f"correct[{n!r}]", correct[n]) for n in names}
     p = fraction("correct", correct)
-    draws = np.random.default_rng(seed).random(len(names)) < p
+    draws = generator("seed", seed).random(len(names)) < p
     return dict(zip(names, draws.tolist()))

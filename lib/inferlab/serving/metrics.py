@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .. import example
-from .._validate import non_negative, positive
+from .._validate import finite, finite_result, instance, mapping, non_negative, positive
 from ..hardware import Accelerator
 
 __all__ = ["little_n", "time_average_in_system", "in_system_curve", "observation_window", "mean_in_system", "completion_and_goodput", "summarize_served",
@@ -24,7 +24,8 @@ _REQUIRED = ("arrival_s", "status", "finish_s", "ttft_s", "latency_s", "max_itl_
 
 def little_n(arrival_rate_per_s: float, mean_time_s: float) -> float:
     """Little's law: mean number of requests in the system, n = lambda * T."""
-    return non_negative("arrival_rate_per_s", arrival_rate_per_s) * non_negative("mean_time_s", mean_time_s)
+    n = non_negative("arrival_rate_per_s", arrival_rate_per_s) * non_negative("mean_time_s", mean_time_s)
+    return finite_result(n, "arrival_rate_per_s", "mean_time_s")
 
 
 def _check(records: pd.DataFrame) -> pd.DataFrame:
@@ -55,7 +56,7 @@ def _served_spans(r: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 def time_average_in_system(records: pd.DataFrame, start_s: float, end_s: float) -> float:
     """Time-average number of served requests in the system (arrival to finish) over [start_s, end_s]."""
     r = _check(records)
-    if not end_s > start_s:
+    if not finite("end_s", end_s) > finite("start_s", start_s):
         raise ValueError(f"end_s ({end_s}) must be greater than start_s ({start_s})")
     arrivals, finishes = _served_spans(r)
     lo = np.clip(arrivals, start_s, end_s)
@@ -93,6 +94,7 @@ def summarize_served(records: pd.DataFrame, accelerator: Accelerator = example.A
     none); ``*_per_good`` is infinite when no answer was good.
     """
     r = _check(records)
+    instance("accelerator", accelerator, Accelerator)
     start, end = observation_window(r)
     t_obs = end - start
     done = r[r["status"] == "done"]
@@ -134,12 +136,12 @@ def amdahl_derivation() -> tuple[object, object]:
 def task_time(stages_s: dict[str, float], speedups: dict[str, float] | None = None,
               added_s: float = 0.0) -> float:
     """Seconds of a whole task: each stage divided by its speed-up (default 1), plus added work (e.g. draft set-up)."""
-    if not stages_s:
+    if not mapping("stages_s", stages_s):
         raise ValueError("stages_s must name at least one stage")
-    speedups = speedups or {}
+    speedups = mapping("speedups", speedups or {})
     unknown = set(speedups) - set(stages_s)
     if unknown:
-        raise ValueError(f"speedups names stages that do not exist: {sorted(unknown)}")
+        raise ValueError(f"speedups must name stages of stages_s, got unknown stages {sorted(map(repr, unknown))[:5]}")
     total = sum(non_negative(f"stages_s[{k!r}]", v) / positive(f"speedups[{k!r}]", speedups.get(k, 1.0))
                 for k, v in stages_s.items())
     return total + non_negative("added_s", added_s)

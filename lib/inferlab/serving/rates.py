@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import calibration, example
-from .._validate import non_negative_int, positive, positive_int
+from .._validate import finite_result, instance, non_negative_int, positive, positive_int
 from ..datasets import published
 from ..hardware import Accelerator
 from ..models import ModelSpec
@@ -23,19 +23,20 @@ __all__ = ["prefill_rate", "decode_rate", "gpu_seconds", "efficiency_table", "sh
 
 def prefill_rate(new_tokens: int, seconds: float) -> float:
     """r_P: new input tokens processed per second of prefill."""
-    return positive_int("new_tokens", new_tokens) / positive("seconds", seconds)
+    return finite_result(positive_int("new_tokens", new_tokens) / positive("seconds", seconds), "new_tokens", "seconds")
 
 
 def decode_rate(batch: int, step_s: float) -> float:
     """r_D: decode calls completed per second (a step of ``batch`` requests completes ``batch`` calls)."""
-    return positive_int("batch", batch) / positive("step_s", step_s)
+    return finite_result(positive_int("batch", batch) / positive("step_s", step_s), "batch", "step_s")
 
 
 def gpu_seconds(new_tokens: int, output_tokens: int, r_p: float, r_d: float) -> float:
     """t_GPU = L / r_P + (G - 1) / r_D: GPU-seconds one request occupies."""
     non_negative_int("new_tokens", new_tokens)
     positive_int("output_tokens", output_tokens)
-    return new_tokens / positive("r_p", r_p) + (output_tokens - 1) / positive("r_d", r_d)
+    return finite_result(new_tokens / positive("r_p", r_p) + (output_tokens - 1) / positive("r_d", r_d),
+                         "new_tokens", "output_tokens", "r_p", "r_d")
 
 
 def efficiency_table(model: ModelSpec = example.MODEL, accelerator: Accelerator = example.ACCELERATOR,
@@ -45,6 +46,8 @@ def efficiency_table(model: ModelSpec = example.MODEL, accelerator: Accelerator 
     Bytes and the time at peak are computed (weights read once per step plus each request's KV);
     the measured step and the prefill MFU are the published measurements.
     """
+    instance("model", model, ModelSpec), instance("accelerator", accelerator, Accelerator)
+    non_negative_int("context_tokens", context_tokens)
     sweep = published("batch_sweep_8_1").set_index("batch")
     rows = {}
     for batch, row in sweep.iterrows():
@@ -60,6 +63,7 @@ def shared_batch_rates(output_tokens: int = CHAPTER_WORKLOAD.output_tokens,
                        model: ModelSpec = example.MODEL,
                        accelerator: Accelerator = example.ACCELERATOR) -> dict[str, float]:
     """r_P, r_D, the MFU they imply, and GPU-seconds per request and per batch for config B's measurement."""
+    instance("model", model, ModelSpec), instance("accelerator", accelerator, Accelerator)
     wl = CHAPTER_WORKLOAD
     new = wl.prompt_tokens - wl.shared_prefix_tokens
     r_p = prefill_rate(wl.n_requests * new, MEASURED_SHARED_PREFILL_S)

@@ -16,9 +16,9 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from .._validate import positive, positive_int
+from .._validate import MAX_COUNT, finite_result, fraction, generator, items, one_of, positive, positive_int
 from ..scheduling.simulator import Request
-from .load import poisson_requests, serve
+from .load import SERVING_POLICIES, poisson_requests, serve
 from .metrics import completion_and_goodput, summarize_served
 
 __all__ = ["TASK_PROMPT_TOKENS", "ANSWER_TOKENS", "WRONG_TASK", "retrieval_window", "goodput_sweep", "load_table", "goodput_at"]
@@ -31,13 +31,28 @@ ANSWER_TOKENS = 16
 WRONG_TASK = 5
 
 
+def _rates(rates: Iterable[float]) -> list[float]:
+    out = [positive("rates", r) for r in items("rates", rates)]
+    if not out:
+        raise ValueError("rates must name at least one arrival rate")
+    return out
+
+
+def _policies(policies: Iterable[str]) -> list[str]:
+    out = [one_of("policies", p, SERVING_POLICIES) for p in items("policies", policies)]
+    if not out:
+        raise ValueError("policies must name at least one serving policy")
+    return out
+
+
 def retrieval_window(rate_per_s: float, n_requests: int = 16, seed: int = 0,
                      answer_tokens: int = ANSWER_TOKENS) -> tuple[list[Request], dict[str, bool]]:
     """One window: ``n_requests`` Poisson arrivals cycling through the eight tasks, and which answers are correct."""
-    positive("rate_per_s", rate_per_s)
-    positive_int("n_requests", n_requests)
-    rng = np.random.default_rng(seed)
-    gaps = rng.exponential(1.0 / rate_per_s, n_requests)
+    mean_gap = finite_result(1.0 / positive("rate_per_s", rate_per_s), "rate_per_s")
+    positive_int("n_requests", n_requests, at_most=MAX_COUNT)
+    positive_int("answer_tokens", answer_tokens, at_most=MAX_COUNT)
+    rng = generator("seed", seed)
+    gaps = rng.exponential(mean_gap, n_requests)
     arrivals = np.concatenate([[0.0], np.cumsum(gaps[1:])])
     tasks = [i % len(TASK_PROMPT_TOKENS) for i in range(n_requests)]
     reqs = [Request(f"q{i}-task{t + 1}", float(a), TASK_PROMPT_TOKENS[t], answer_tokens)
@@ -48,8 +63,14 @@ def retrieval_window(rate_per_s: float, n_requests: int = 16, seed: int = 0,
 def goodput_sweep(rates: Iterable[float] = (1, 4, 16), policies: Iterable[str] = ("one-at-a-time", "chunked"),
                   windows: int = 3, deadline_s: float = 3.0, seed: int = 0, max_running: int = 64,
                   answer_tokens: int = ANSWER_TOKENS) -> pd.DataFrame:
-    """Median completion throughput and goodput over ``windows`` windows per (rate, policy), plus the window values."""
-    positive_int("windows", windows)
+    """Median completion throughput and goodput over ``windows`` windows per (rate, policy), plus the window values.
+
+    ``gpu_s_per_good`` is infinite where no answer was good (a deadline nothing meets).
+    """
+    rates, policies = _rates(rates), _policies(policies)
+    positive_int("windows", windows, at_most=MAX_COUNT)
+    generator("seed", seed), positive_int("max_running", max_running)
+    positive_int("answer_tokens", answer_tokens, at_most=MAX_COUNT)
     rows = []
     for rate in rates:
         for policy in policies:
@@ -72,6 +93,7 @@ def load_table(rates: Iterable[float] = (1, 2, 4, 8, 16), policies: Iterable[str
                n_requests: int = 40, prompt_tokens: int = 2048, output_tokens: int = 64, seed: int = 7,
                deadline_s: float = 7.0) -> pd.DataFrame:
     """Mean and p95 time in system, mean requests in system and share on time, per arrival rate and policy."""
+    rates, policies = _rates(rates), _policies(policies)
     rows = []
     for rate in rates:
         reqs = poisson_requests(rate, n_requests, prompt_tokens, output_tokens, seed=seed)
@@ -86,7 +108,9 @@ def load_table(rates: Iterable[float] = (1, 2, 4, 8, 16), policies: Iterable[str
 def goodput_at(rate_per_s: float, deadline_s: float = 3.0, accuracy: float = 7 / 8, windows: int = 3,
                policies: Iterable[str] = ("one-at-a-time", "chunked")) -> pd.DataFrame:
     """Median completion throughput and goodput per policy at one rate, with answers correct at ``accuracy``."""
-    positive_int("windows", windows)
+    positive("rate_per_s", rate_per_s), positive("deadline_s", deadline_s), fraction("accuracy", accuracy)
+    policies = _policies(policies)
+    positive_int("windows", windows, at_most=MAX_COUNT)
     rows = {}
     for policy in policies:
         per = [completion_and_goodput(serve(retrieval_window(rate_per_s, seed=w)[0], policy, deadline_s=deadline_s,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from .._validate import non_negative, non_negative_int, positive, positive_int
+from .._validate import finite_result, non_negative, non_negative_int, positive, positive_int, real_array
 from ..hardware import Accelerator
 from ..models import ModelSpec
 from ..roofline import step_time
@@ -32,9 +32,7 @@ VERIFY_BUCKETS: tuple[int, ...] = (8, 16, 32, 64)
 
 
 def _accept_probs(accept_probs: Sequence[float] | np.ndarray) -> np.ndarray:
-    a = np.asarray(accept_probs, dtype=np.float64)
-    if a.ndim != 1:
-        raise ValueError(f"accept_probs must be a 1-D sequence of probabilities, got shape {a.shape}")
+    a = real_array("accept_probs", accept_probs)
     if not np.all(np.isfinite(a)) or np.any((a < 0) | (a > 1)):
         raise ValueError(f"accept_probs must lie in [0, 1], got {a.tolist()}")
     return a
@@ -125,7 +123,8 @@ def effective_bandwidth(read_bytes: float, step_s: float) -> float:
 
 def draft_forward_s(draft_weight_bytes: float, bandwidth: float) -> float:
     """Seconds of one memory-bound forward of a draft network: its weight bytes over the effective bandwidth."""
-    return positive("draft_weight_bytes", draft_weight_bytes) / positive("bandwidth", bandwidth)
+    return finite_result(positive("draft_weight_bytes", draft_weight_bytes) / positive("bandwidth", bandwidth),
+                         "draft_weight_bytes", "bandwidth")
 
 
 def drafting_s(n_drafts: int, forward_s: float, parallel: bool) -> float:

@@ -17,7 +17,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .._validate import positive_int
+from .._validate import MAX_COUNT, function, instance, positive_int, token_ids
 from ..kvcache.block_manager import BlockManager, OutOfBlocks
 from .prompt_lookup import Drafter
 from .verify import Verdict, greedy_verify, verify_sample
@@ -55,6 +55,12 @@ class DecodeResult:
 
     tokens: np.ndarray
     rounds: tuple[RoundRecord, ...]
+
+    def __post_init__(self) -> None:
+        instance("tokens", self.tokens, np.ndarray, "an int64 array of token ids")
+        token_ids(self.tokens, "tokens")
+        for r in instance("rounds", self.rounds, tuple, "a tuple of RoundRecord"):
+            instance("rounds", r, RoundRecord, "a tuple of RoundRecord")
 
     @property
     def drafted(self) -> int:
@@ -95,10 +101,19 @@ def speculative_decode(target: TargetModel, prompt: Sequence[int] | np.ndarray, 
     ``manager`` holds the KV (a private 16-token-block pool sized for the request by default); the
     sequence is freed at the end. ``after_round`` sees the pool after each round's rollback.
     """
-    n = positive_int("n_tokens", n_tokens)
-    prompt = [int(t) for t in prompt]
-    if not prompt:
-        raise ValueError("prompt must hold at least one token")
+    if not callable(getattr(target, "probs_at", None)):
+        raise ValueError(f"target must be a model with probs_at(tokens, positions) (a TargetModel), got {target!r:.80}")
+    vocab = getattr(target, "vocab_size", None)  # a target that says its vocabulary has the prompt checked against it
+    prompt = token_ids(prompt, "prompt", allow_empty=False, **({} if vocab is None else {"limit": vocab}))
+    n = positive_int("n_tokens", n_tokens, at_most=MAX_COUNT)
+    if drafter is not None and not callable(getattr(drafter, "propose", None)):
+        raise ValueError(f"drafter must be a Drafter with propose(tokens, rng) or None, got {drafter!r:.80}")
+    if rng is not None:
+        instance("rng", rng, np.random.Generator, "a numpy.random.Generator or None")
+    if manager is not None:
+        instance("manager", manager, BlockManager, "a BlockManager or None")
+    if after_round is not None:
+        function("after_round", after_round)
     k_max = getattr(drafter, "k", 0) if drafter is not None else 0
     if manager is None:
         manager = BlockManager(-(-(len(prompt) + n + k_max + 1) // 16) + 1, 16)

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from .._validate import generator, instance
 from ..scheduling.iteration import CostFn, Work
 from ..scheduling.plans import Engine, Plan, PlanFn, plan_continuous
 from ..scheduling.simulator import Request, Schedule, simulate
@@ -25,6 +26,7 @@ __all__ = ["speculative_plan", "simulate_speculative"]
 def speculative_plan(accept_probs: Sequence[float], rng: np.random.Generator) -> PlanFn:
     """A continuous-batching plan whose decodes verify len(accept_probs) + 1 rows and emit N ~ P(N) tokens."""
     pmf = tokens_distribution(accept_probs)
+    instance("rng", rng, np.random.Generator, "a numpy.random.Generator")
     rows = pmf.size  # m + 1 verified positions
 
     def speculative(engine: Engine) -> Plan:
@@ -43,4 +45,4 @@ def speculative_plan(accept_probs: Sequence[float], rng: np.random.Generator) ->
 def simulate_speculative(requests: Iterable[Request], accept_probs: Sequence[float], cost: CostFn,
                          max_running: int = 1, seed: int = 0) -> Schedule:
     """``scheduling.simulate`` under continuous batching with speculative decodes (rounds drawn with ``seed``)."""
-    return simulate(requests, speculative_plan(accept_probs, np.random.default_rng(seed)), cost, max_running)
+    return simulate(requests, speculative_plan(accept_probs, generator("seed", seed)), cost, max_running)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._validate import fraction, non_negative, one_of, positive, positive_int
+from .._validate import MAX_COUNT, finite_result, fraction, non_negative, one_of, positive, positive_int
 from ..units import ms
 from .cost import draft_forward_s, drafting_s, expected_tokens
 
@@ -33,6 +33,13 @@ class SourceRound:
     tokens: float
     extra_bytes: float
 
+    def __post_init__(self) -> None:
+        one_of("source", self.source, DRAFT_SOURCES)
+        for name in ("draft_s", "verify_s", "extra_bytes"):
+            non_negative(name, getattr(self, name))
+        if positive("tokens", self.tokens) < 1:
+            raise ValueError(f"tokens must be at least 1 (a round emits one token or more), got {self.tokens!r}")
+
     @property
     def round_s(self) -> float:
         """Seconds per round: drafting, then the verification pass."""
@@ -52,13 +59,14 @@ def source_round(source: str, drafts: int, accept: float, verify_s: float, draft
     a lookup costs ``lookup_s`` and adds no device memory. ``verify_s``: one target pass over drafts + 1 positions.
     """
     one_of("source", source, DRAFT_SOURCES)
-    m = positive_int("drafts", drafts)
+    m = positive_int("drafts", drafts, at_most=MAX_COUNT)
     fraction("accept", accept)
     positive("verify_s", verify_s)
-    if source == "context lookup":  # the network's arguments play no part
-        draft, extra = non_negative("lookup_s", lookup_s), 0.0
+    forward = draft_forward_s(draft_weight_bytes, bandwidth) + non_negative("forward_overhead_s", forward_overhead_s)
+    finite_result(m * forward, "drafts", "draft_weight_bytes", "bandwidth", "forward_overhead_s")  # serial drafting
+    lookup = non_negative("lookup_s", lookup_s)
+    if source == "context lookup":  # the network's arguments play no part (they are checked all the same)
+        draft, extra = lookup, 0.0
     else:
-        forward = draft_forward_s(draft_weight_bytes, bandwidth) + non_negative("forward_overhead_s",
-                                                                                  forward_overhead_s)
         draft, extra = drafting_s(m, forward, parallel=source.endswith("parallel")), float(draft_weight_bytes)
     return SourceRound(source, draft, verify_s, expected_tokens([accept] * m), extra)
