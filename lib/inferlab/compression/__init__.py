@@ -1,8 +1,11 @@
 """Compression and offloading (section 8.4): smaller KV and weights, and weights kept in host memory.
 
-- ``formats``: GGML's q8_0, q4_0 and q2_K byte for byte, FP8 (E4M3) and BF16 rounding;
+- ``formats``: GGML's q8_0, q4_0 and q2_K byte for byte, FP8 (E4M3) and BF16 rounding; ``group_bits``: the bits
+  per value of any group format, in sympy;
 - ``kv``: what a smaller KV format buys (contexts that fit, bytes read) and what converting costs;
-- ``offload``: weights in host memory, copied per step through a prefetch pipeline;
+  ``kv_break_even``: the context from which a format's saved reads pay for its conversion;
+- ``offload``: weights in host memory, copied per step through a prefetch pipeline; ``prefetch_bound``: that
+  step's time in closed form;
 - ``retrieval``: an attention task that separates the KV storage format from the query's precision;
 - ``retry``: what a wrong first answer costs in time.
 """
