@@ -133,6 +133,39 @@ def test_format_sizes() -> None:
     assert q8.stored_bytes(33) == 68 and q8.stored_bytes(0) == 0
 
 
+def test_block_format_and_format_table_check_their_arguments() -> None:
+    """Non-str names, float/bool sizes and NaN were accepted; 2**63 blamed block_bytes; tiny divisors gave inf."""
+    good = dict(name="q8_0", block_values=32, block_bytes=34, code_bits=8, description="int8 codes")
+    for field, bad in (("name", 1), ("description", None), ("block_values", 2.0), ("code_bits", True),
+                       ("block_bytes", float("nan")), ("block_bytes", "1"), ("code_bits", 2**63)):
+        with pytest.raises(ValueError, match=rf"^{field} must"):
+            formats.BlockFormat(**{**good, field: bad})
+    with pytest.raises(ValueError, match="block_values x code_bits / 8 = 64 bytes"):
+        formats.BlockFormat(**{**good, "block_values": 64})
+    with pytest.raises(ValueError, match="bytes_per_value"):
+        FORMATS["q8_0"].ratio_to(5e-324)  # 34 / (32 x 5e-324) overflows
+    for bad in ([], "ab", 1.5, None, [["q8_0"]], ["q8_0", "q9"]):
+        with pytest.raises(ValueError, match="^names must"):
+            formats.format_table(bad)
+    assert formats.format_table(["q4_0"]).index.tolist() == ["q4_0"]
+
+
+def test_stored_nan_and_inf_decode_as_the_formats_define_them() -> None:
+    """Bytes quantize never writes (an fp16 scale 0xFFFF, FP8 code 0x7F) decode to NaN/inf, as documented."""
+    assert np.isnan(dequantize(np.full(34, 0xFF, np.uint8), "q8_0")).all()  # scale 0xFFFF: NaN
+    inf_scale = np.zeros(18, np.uint8)
+    inf_scale[:2] = np.array([np.inf], np.float16).view(np.uint8)
+    inf_scale[2:] = 0x11  # codes 1 - 8 = -7: -inf
+    assert np.isneginf(dequantize(inf_scale, "q4_0")).all()
+    assert np.isnan(formats.fp8_e4m3_decode(np.array([0x7F, 0xFF], np.uint8))).all()
+    assert formats.fp8_e4m3_decode(np.array([0x7E], np.uint8))[0] == 448.0
+    assert formats.q2_K_fields(np.full(84, 0xFF, np.uint8))["step d*sc_j"].isna().all()
+    for doc in (dequantize.__doc__, formats.fp8_e4m3_decode.__doc__, formats.q2_K_fields.__doc__):
+        assert "NaN" in doc
+    with pytest.raises(ValueError, match="^block must hold one q2_K block"):
+        formats.q2_K_fields(np.zeros(0, np.uint8))
+
+
 def test_fp8_and_bf16_round_trip() -> None:
     import ml_dtypes
 

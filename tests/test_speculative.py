@@ -42,6 +42,21 @@ def test_greedy_verify_rejects_a_target_of_the_wrong_length():
         S.Verdict((1,), 2, (1, 2, 3))
 
 
+def test_verdict_checks_and_normalizes_its_tokens():
+    """A list draft never matched the tuple emitted; None or 1.5 raised "no len()"; errors named only emitted."""
+    v = S.Verdict([1, 2, 1, 2], 1, [1, 3])
+    assert v.draft == (1, 2, 1, 2) and v.emitted == (1, 3) and v.rejected == (2, 1, 2)
+    for field, bad in (("draft", None), ("draft", 1.5), ("emitted", None), ("emitted", 1.5), ("emitted", [[1]])):
+        with pytest.raises(ValueError, match=rf"^{field}\b"):
+            S.Verdict(**{"draft": (1, 2), "accepted": 1, "emitted": (1, 3), field: bad})
+    with pytest.raises(ValueError, match=r"len\(draft\)"):
+        S.Verdict((), 1, (1, 3))
+    with pytest.raises(ValueError, match=r"draft\[:1\]"):
+        S.Verdict([(1, 2)], 1, (1, 3))  # the nested draft is one token (1, 2), not 1
+    with pytest.raises(ValueError, match="^n must be an integer in"):
+        S.sample_position([0.5, 0.5], [0.5, 0.5], 2**63, 0)
+
+
 # ---- speculative sampling: exactness -----------------------------------------------------------
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_sympy_proves_exactness_for_arbitrary_p_and_q(n):

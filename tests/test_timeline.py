@@ -79,6 +79,36 @@ def test_stall_keys_must_be_integer_gaps() -> None:
         single_request(0, 0, 0.01, 5, stalls_s={1.5: 0.1})
 
 
+def test_arguments_of_the_wrong_kind_are_refused_by_name() -> None:
+    """bool/complex/str times were accepted; overflows, 2**63 tokens and a list of stalls raised numpy or Python errors."""
+    for bad in (np.array([True, True]), np.array([0.1, 0.2], complex), np.array(["0.1"]), "ab",
+                np.array([0.1, 0.2], object)):
+        with pytest.raises(ValueError, match="^token_times_s must"):
+            RequestTimes(0.0, bad)
+    with pytest.raises(ValueError, match="^token_times_s must start at or after arrival_s"):
+        RequestTimes(0.0, (-1.0, 0.2))
+    with pytest.raises(ValueError, match="^token_times_s must start at or after arrival_s"):
+        RequestTimes(1e300, (0.1, 0.2))
+    with pytest.raises(ValueError, match="itl_s"):
+        single_request(0, 0, np.finfo(float).max, 4)  # the times overflow
+    with pytest.raises(ValueError, match="^output_tokens must be an integer in"):
+        single_request(0, 0, 0.01, 2**63)
+    for bad in ("1", [1], None, 10**400):
+        with pytest.raises(ValueError, match="^arrival_s must"):
+            single_request(0, 0, 0.01, 4, arrival_s=bad)
+    for bad in ([(1, 0.1)], "ab"):
+        with pytest.raises(ValueError, match="^stalls_s must"):
+            single_request(0, 0, 0.01, 4, stalls_s=bad)
+    with pytest.raises(ValueError, match="step_s"):
+        decode_throughput(4, 5e-324)  # 4 / 5e-324 overflows
+    one = RequestTimes(0.0, (0.1, 0.2))
+    for fn in (itls_by_request, summarize):
+        for bad in (1.5, "ab", [[one]], None):
+            with pytest.raises(ValueError, match="^requests must"):
+                fn(bad)
+        assert fn((one,)) is not None  # any sequence, not only a list
+
+
 def test_running_example_single_request() -> None:
     from inferlab import example
 
@@ -108,7 +138,7 @@ def test_token_times_are_a_read_only_array() -> None:
 def test_trusted_build_skips_checks_but_keeps_the_array() -> None:
     times = np.array([1.0, 1.5, 2.5])
     times.flags.writeable = False
-    r = RequestTimes.trusted(0.5, times[1:])
+    r = RequestTimes._trusted(0.5, times[1:])
     assert r.token_times_s.base is times and r.ttft_s == 1.0 and r.max_itl_s == 1.0
     assert r == RequestTimes(0.5, (1.5, 2.5))
 

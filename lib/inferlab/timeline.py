@@ -18,15 +18,16 @@ from numbers import Integral
 
 import numpy as np
 
-from ._validate import non_negative, positive, positive_int
+from ._validate import (MAX_COUNT, finite_result, instance, items, mapping, non_negative, positive, positive_int,
+                        real_array)
 
 
 @dataclass(frozen=True, eq=False)
 class RequestTimes:
     """Arrival time and output-token emission times of one request (seconds).
 
-    ``token_times_s`` is kept as a read-only float64 array (a simulator may hand in a slice of
-    its array of iteration end times); gaps are computed when asked for.
+    ``token_times_s`` (a 1-D sequence of real numbers) is kept as a read-only float64 array (a
+    simulator may hand in a slice of its array of iteration end times); gaps are computed when asked for.
     """
 
     arrival_s: float
@@ -34,19 +35,23 @@ class RequestTimes:
 
     def __post_init__(self) -> None:
         non_negative("arrival_s", self.arrival_s)
-        times = np.array(self.token_times_s, dtype=float).reshape(-1)
+        times = real_array("token_times_s", self.token_times_s)  # a new array: the caller's is not aliased
         if times.size == 0:
             raise ValueError("token_times_s must hold at least one output token time")
         if not np.all(np.isfinite(times)) or np.any(np.diff(times) < 0):
             raise ValueError("token_times_s must be finite and non-decreasing")
         if times[0] < self.arrival_s:
-            raise ValueError(f"first token ({times[0]}) comes before arrival_s ({self.arrival_s})")
+            raise ValueError(f"token_times_s must start at or after arrival_s ({self.arrival_s}), "
+                             f"got a first token at {times[0]}")
         times.flags.writeable = False
         object.__setattr__(self, "token_times_s", times)
 
     @classmethod
-    def trusted(cls, arrival_s: float, token_times_s: np.ndarray) -> "RequestTimes":
-        """Build without checks, for a simulator whose times are valid by construction (a read-only float64 array)."""
+    def _trusted(cls, arrival_s: float, token_times_s: np.ndarray) -> "RequestTimes":
+        """Build without checks, for a simulator whose times are valid by construction (a read-only float64 array).
+
+        Private: it is the simulators' fast path, not part of the checked interface.
+        """
         obj = object.__new__(cls)
         object.__setattr__(obj, "arrival_s", arrival_s)
         object.__setattr__(obj, "token_times_s", token_times_s)
@@ -112,14 +117,17 @@ def single_request(
     non_negative("queue_s", queue_s)
     non_negative("prefill_s", prefill_s)
     non_negative("itl_s", itl_s)
-    g = positive_int("output_tokens", output_tokens)
+    g = positive_int("output_tokens", output_tokens, MAX_COUNT)
+    arrival_s = non_negative("arrival_s", arrival_s)
     gaps = np.full(g - 1, float(itl_s))
-    for j, extra in (stalls_s or {}).items():
+    for j, extra in ({} if stalls_s is None else mapping("stalls_s", stalls_s)).items():
         if isinstance(j, bool) or not isinstance(j, Integral) or not 1 <= j <= g - 1:
             raise ValueError(f"stalls_s key {j!r} must be an integer gap index in 1..{g - 1}")
         gaps[j - 1] += non_negative("stalls_s value", extra)
     first = arrival_s + queue_s + prefill_s
-    times = first + np.concatenate([[0.0], np.cumsum(gaps)])
+    with np.errstate(over="ignore"):  # an overflow is refused just below, naming the arguments
+        times = first + np.concatenate([[0.0], np.cumsum(gaps)])
+    finite_result(times[-1], "arrival_s", "queue_s", "prefill_s", "itl_s", "output_tokens", "stalls_s")  # the latest
     return RequestTimes(arrival_s, times)
 
 
@@ -130,7 +138,18 @@ def request_time(queue_s: float, prefill_s: float, itl_s: float, output_tokens: 
 
 def decode_throughput(batch: int, step_s: float) -> float:
     """Output throughput R_out = b / T_step (tokens/s) when each decode step emits one token per request."""
-    return positive_int("batch", batch) / positive("step_s", step_s)
+    return finite_result(positive_int("batch", batch) / positive("step_s", step_s), "batch", "step_s")
+
+
+def _timelines(requests: Sequence[RequestTimes]) -> list[RequestTimes]:
+    """``requests`` as a new non-empty list of ``RequestTimes``, else ValueError naming ``requests``."""
+    requests = items("requests", requests)
+    if not requests:
+        raise ValueError("requests must not be empty")
+    stranger = next((r for r in requests if not isinstance(r, RequestTimes)), None)
+    if stranger is not None:
+        instance("requests", stranger, RequestTimes, "a sequence of timeline.RequestTimes")
+    return requests
 
 
 def _flat(requests: Sequence[RequestTimes]) -> tuple[np.ndarray, np.ndarray]:
@@ -145,8 +164,7 @@ def itls_by_request(requests: Sequence[RequestTimes]) -> tuple[np.ndarray, np.nd
     Aggregate them with NaN-skipping reductions (``np.nanmax``, ``np.fmax.reduce``, pandas): a
     request without a gap has no ITL, and a plain ``max`` would return NaN.
     """
-    if not requests:
-        raise ValueError("requests must not be empty")
+    requests = _timelines(requests)
     flat, counts = _flat(requests)
     gaps = np.append(np.diff(flat), -np.inf)
     starts = np.cumsum(counts) - counts
@@ -164,8 +182,7 @@ def summarize(requests: Sequence[RequestTimes]) -> dict[str, float]:
     The ITLs are every gap of every request, pooled: a request with one output token adds none
     (not a zero), and both ITL metrics are NaN when no request has a gap.
     """
-    if not requests:
-        raise ValueError("requests must not be empty")
+    requests = _timelines(requests)
     flat, counts = _flat(requests)
     ends = np.cumsum(counts)
     arrivals = np.fromiter((r.arrival_s for r in requests), dtype=float, count=len(requests))

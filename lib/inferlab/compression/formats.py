@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import one_of, positive
+from .._validate import MAX_COUNT, finite_result, instance, items, one_of, positive, positive_int
 
 _CHUNK_VALUES = 1 << 16  # values processed per pass: keeps the temporaries in cache
 _JUST_BELOW_HALF = np.nextafter(np.float32(0.5), np.float32(0))
@@ -42,10 +42,15 @@ class BlockFormat:
     description: str
 
     def __post_init__(self) -> None:
+        instance("name", self.name, str)
+        instance("description", self.description, str)
+        for field in ("block_values", "block_bytes", "code_bits"):
+            positive_int(field, getattr(self, field), MAX_COUNT)
         if self.block_values * self.code_bits % 8:
             raise ValueError("block_values x code_bits must be whole bytes")
         if self.code_bytes > self.block_bytes:
-            raise ValueError("block_bytes must hold the codes")
+            raise ValueError(f"block_bytes must hold the codes, block_values x code_bits / 8 = {self.code_bytes} "
+                             f"bytes, got {self.block_bytes}")
 
     @property
     def code_bytes(self) -> int:
@@ -69,7 +74,8 @@ class BlockFormat:
 
     def ratio_to(self, bytes_per_value: float = 2.0) -> float:
         """Stored size relative to ``bytes_per_value`` per value (34/64 for q8_0 against BF16)."""
-        return self.block_bytes / (self.block_values * positive("bytes_per_value", bytes_per_value))
+        return finite_result(self.block_bytes / (self.block_values * positive("bytes_per_value", bytes_per_value)),
+                             "bytes_per_value")
 
     def stored_bytes(self, n_values: int) -> int:
         """Bytes to store ``n_values`` values (whole blocks)."""
@@ -92,12 +98,18 @@ GGML_FORMATS = ("q8_0", "q4_0", "q2_K")
 
 
 def format_table(names: tuple[str, ...] = ("bf16", "q8_0", "q4_0", "q2_K")) -> "pd.DataFrame":
-    """Per format: values and bytes per group, code and metadata bytes, bits per value, metadata share."""
+    """Per format: values and bytes per group, code and metadata bytes, bits per value, metadata share.
+
+    ``names``: a sequence of at least one name of FORMATS.
+    """
     import pandas as pd
 
+    names = [one_of("names", n, FORMATS) for n in items("names", names)]
+    if not names:
+        raise ValueError("names must hold at least one format name")
     rows = [{"format": n, "values per group": f.block_values, "bytes per group": f.block_bytes,
              "code bytes": f.code_bytes, "metadata bytes": f.meta_bytes, "bits per value": f.bits_per_value,
-             "metadata share": f.metadata_share} for n, f in ((n, block_format(n)) for n in names)]
+             "metadata share": f.metadata_share} for n, f in ((n, FORMATS[n]) for n in names)]
     return pd.DataFrame(rows).set_index("format")
 
 
@@ -330,10 +342,17 @@ def _q2_K_decode(blk: np.ndarray, out: np.ndarray) -> None:
 
 
 def q2_K_fields(block: np.ndarray) -> "pd.DataFrame":
-    """The 16 sub-blocks of one q2_K block: scale and min codes sc_j, m_j; step d*sc_j and offset dmin*m_j."""
+    """The 16 sub-blocks of one q2_K block: scale and min codes sc_j, m_j; step d*sc_j and offset dmin*m_j.
+
+    Bytes are read as the format defines them: a stored fp16 d or dmin that is NaN or inf (exponent bits all
+    ones, which ``quantize`` never writes) gives NaN or inf steps and offsets.
+    """
     import pandas as pd
 
-    blk = _check_bytes(np.asarray(block).reshape(-1)[:84], FORMATS["q2_K"], "block").reshape(1, 84)
+    blk = _check_bytes(np.asarray(block).reshape(-1)[:84], FORMATS["q2_K"], "block")
+    if blk.size == 0:
+        raise ValueError("block must hold one q2_K block of 84 bytes, got none")
+    blk = blk.reshape(1, 84)
     sc = blk[0, :16]
     d, dmin = float(_fp16_at(blk, 80)[0, 0]), float(_fp16_at(blk, 82)[0, 0])
     return pd.DataFrame({"scale code sc_j": sc & 15, "min code m_j": sc >> 4, "step d*sc_j": d * (sc & 15),
@@ -392,7 +411,11 @@ def quantize(x: np.ndarray, fmt: str) -> np.ndarray:
 
 
 def dequantize(data: np.ndarray, fmt: str) -> np.ndarray:
-    """Decode GGML ``fmt`` blocks (uint8, last axis whole blocks) into float32 values (..., n)."""
+    """Decode GGML ``fmt`` blocks (uint8, last axis whole blocks) into float32 values (..., n).
+
+    Any bytes decode as the format (and gguf) defines them: a block whose stored fp16 scale is NaN or inf
+    (exponent bits all ones, which ``quantize`` never writes) decodes to NaN or inf values.
+    """
     f = _ggml_format(fmt)
     data = _check_bytes(data, f)
     out = _blockwise(data.reshape(-1, f.block_bytes), _CODECS[fmt][1], f.block_values, np.float32,
@@ -459,7 +482,10 @@ def fp8_e4m3_encode(x: np.ndarray, scale: float | None = None) -> tuple[np.ndarr
 
 
 def fp8_e4m3_decode(codes: np.ndarray, scale: float = 1.0) -> np.ndarray:
-    """Decode FP8 e4m3fn bytes and multiply by ``scale``: float32."""
+    """Decode FP8 e4m3fn bytes and multiply by ``scale``: float32.
+
+    Every code decodes as E4M3FN defines it: 0x7F and 0xFF are its NaN (it has no inf) and decode to NaN.
+    """
     import ml_dtypes
 
     codes = np.asarray(codes)

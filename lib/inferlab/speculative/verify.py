@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import fraction, non_negative_int, positive_int
+from .._validate import MAX_COUNT, fraction, non_negative_int, positive_int
 
 __all__ = ["Verdict", "greedy_verify", "acceptance_probability", "acceptance_rate", "residual",
            "emission_distribution", "sample_position", "verify_sample", "two_symbol_paths"]
@@ -32,11 +32,15 @@ class Verdict:
     emitted: tuple[Hashable, ...]
 
     def __post_init__(self) -> None:
+        draft, emitted = _symbols("draft", self.draft), _symbols("emitted", self.emitted)
         non_negative_int("accepted", self.accepted)
-        if not 0 <= self.accepted <= len(self.draft):
-            raise ValueError(f"accepted must lie in [0, {len(self.draft)}], got {self.accepted}")
-        if len(self.emitted) != self.accepted + 1 or tuple(self.emitted[:self.accepted]) != self.draft[:self.accepted]:
-            raise ValueError("emitted must be the accepted drafts followed by exactly one target token")
+        if not 0 <= self.accepted <= len(draft):
+            raise ValueError(f"accepted must lie in [0, len(draft)] = [0, {len(draft)}], got {self.accepted}")
+        if len(emitted) != self.accepted + 1 or emitted[:self.accepted] != draft[:self.accepted]:
+            raise ValueError(f"emitted must be the accepted drafts draft[:{self.accepted}] followed by exactly one "
+                             f"target token, got draft {draft!r:.80} and emitted {emitted!r:.80}")
+        object.__setattr__(self, "draft", draft)
+        object.__setattr__(self, "emitted", emitted)
 
     @property
     def rejected(self) -> tuple[Hashable, ...]:
@@ -198,7 +202,7 @@ def sample_position(p: np.ndarray | Sequence[float], q: np.ndarray | Sequence[fl
     ``rng``: a numpy Generator, or an int seed for a fresh one (the same seed draws the same rounds).
     """
     p, q = _pair(p, q)
-    positive_int("n", n)
+    positive_int("n", n, MAX_COUNT)
     gen = _generator(rng)
     vocab = p.size
     drafts = gen.choice(vocab, size=n, p=q)
