@@ -261,7 +261,10 @@ def _configs(kv_budget_gib: float, deadline_s: float, output_tokens: int, tokens
     best = f"cheapest feasible: {ok[0]} ({table.loc[ok[0], 'gpu_s_per_good']:.3f} GPU-s per good result)" if ok \
         else "no configuration fits and finishes on time"
     return table, (f"Figure 8-35: sixteen long requests, {output_tokens} outputs"
-                   + ("" if accelerator == serving.MEASURED_ON else f", estimated for the {card}") + f"; {best}")
+                   + ("" if accelerator == serving.MEASURED_ON else f", estimated for the {card}")
+                   + ": KV and auxiliary buffers (beyond the weights and the common workspace) against the time "
+                     "until the whole batch is done. Shaded: within the KV budget and the deadline; a point right "
+                     f"of the budget does not fit and shows the time it would need; {best}.")
 
 
 class _AmdahlCurves(InPlace):

@@ -156,6 +156,38 @@ def acceptance_explorer() -> Explorer:
 
 
 # ---- 8.5.2 ---------------------------------------------------------------------------------------
+def round_tokens_figure(spec_rounds: pd.DataFrame, plain_rounds: pd.DataFrame,
+                        accept_probs: Sequence[float]) -> Figure:
+    """A simulated request round by round: how many tokens its rounds emitted (left, beside P(N = n)) and the
+    tokens delivered over time, speculative against plain (right). The frames are ``speculative.rounds.round_log``'s.
+    """
+    pmf = C.tokens_distribution(accept_probs)
+    n = np.arange(1, pmf.size + 1)
+    tokens = spec_rounds["tokens"].to_numpy()
+    share = np.bincount(tokens, minlength=pmf.size + 1)[1:pmf.size + 1] / tokens.size
+    fig, (left, right) = new_figure(1, 2, width=7.0, height=3.0)
+    fig.subplots_adjust(wspace=0.35)
+    left.bar(n, share, color=COLORS["decode"], label=f"simulated ({tokens.size} rounds)")
+    left.scatter(n, pmf, marker="_", s=400, color="k", zorder=3, label="P(N = n)")
+    left.set_xticks(n), left.set_xlabel("tokens emitted by a round"), left.set_ylabel("share of rounds")
+    left.legend(fontsize=8, loc="upper right")
+    for frame, label, color in ((plain_rounds, "plain decode", COLORS["deadline"]),
+                                (spec_rounds, "speculative", COLORS["decode"])):
+        t = np.concatenate(([0.0], np.cumsum(frame["round_s"].to_numpy())))
+        emitted = np.concatenate(([0], np.cumsum(frame["tokens"].to_numpy())))
+        right.step(t, emitted, where="post", color=color, label=label)
+    right.set_xlabel("time after the first token (s)"), right.set_ylabel("tokens after the first")
+    right.set_xlim(left=0), right.set_ylim(bottom=0), right.legend(fontsize=8, loc="lower right")
+    few_ticks(right, x=5, y=5)
+    profile = (f"a = {accept_probs[0]:.2f}" if len(set(np.round(accept_probs, 12))) == 1
+               else f"a_1 = {accept_probs[0]:.2f}")
+    ratio = spec_rounds["round_s"].mean() / plain_rounds["round_s"].mean()
+    return caption(fig, f"One request, {int(spec_rounds['tokens'].sum())} tokens after the first, decoded plainly in "
+                        f"{len(plain_rounds)} steps and speculatively ({len(accept_probs)} drafts, {profile}) in "
+                        f"{tokens.size} rounds: a round took {ratio:.3f} plain steps and emitted {tokens.mean():.2f} "
+                        "tokens on average.")
+
+
 def round_cost_figure(accept: float = 0.75, drafts: int = 4, lookup_ms: float = 0.1,
                       verify_ms: float = PLAIN_STEP_S / ms) -> Figure:
     """Figure 8-32: time per output token against the draft query time, for AAAA, BBBB and a chosen profile."""
