@@ -1,5 +1,6 @@
 """Drawings of section 8.1: iteration slots (Figure 8-1), a request's timeline (Figure 8-2),
-KV capacity against a budget, the batch sweep, and a decode step against its read floor."""
+KV capacity against a budget, a block pool filling under two admission rules, the batch sweep, and a
+decode step against its read floor."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from inferlab._validate import one_of
 from inferlab.timeline import RequestTimes
 
 if TYPE_CHECKING:
+    from inferlab.kvcache.capacity import ReservationRun
+
     from ..widgets import Explorer
 from . import (COLORS, REQUEST_COLORS, InPlace, add_boxes, box_corners, caption, deadline_line, new_figure,
                refresh_legend, rescale)
@@ -229,6 +232,48 @@ def step_breakdown(table: pd.DataFrame, title: str = "") -> Figure:
     ax.set_ylim(0, table["measured step (ms)"].max() * 1.3)
     ax.legend(loc="upper left", ncol=2, fontsize=8)
     ax.grid(axis="x", visible=False)
+    if title:
+        caption(fig, title)
+    return fig
+
+
+def pool_fill(runs: Sequence["ReservationRun"], title: str = "") -> Figure:
+    """KV blocks in use as alike requests decode together, one line per admission rule (section 8.1.2).
+
+    ``runs`` come from ``kvcache.capacity.admit_and_decode`` on one pool. The dashed red line is the pool;
+    a dotted line marks what whole-answer admission set aside; a run that found the pool empty ends in a
+    cross at the token where its requests stopped.
+    """
+    if not runs:
+        raise ValueError("runs must hold at least one ReservationRun")
+    pool = runs[0].num_blocks
+    if any(r.num_blocks != pool for r in runs):
+        raise ValueError("runs must share one pool (the same num_blocks)")
+    width = 7.0
+    fig, ax = new_figure(width=width, height=3.0)
+    small = min_font_pt(width)
+    colors = {"answer": COLORS["prefill"], "prompt": COLORS["kv"]}
+    names = {"answer": "reserve the whole answer", "prompt": "reserve the prompt only"}
+    for run in runs:
+        steps = np.arange(len(run.used_blocks))
+        color = colors[run.reserve]
+        ax.plot(steps, run.used_blocks, color=color, lw=2, drawstyle="steps-post",
+                label=f"{names[run.reserve]}: {run.admitted} requests")
+        if run.reserve == "answer" and run.reserved_blocks > run.used_blocks[0]:
+            ax.axhline(run.reserved_blocks, color=color, ls=":", lw=1.2,
+                       label=f"set aside at admission: {run.reserved_blocks:,} blocks")
+        if run.ran_dry_at is not None:
+            ax.plot([steps[-1]], [run.used_blocks[-1]], "X", color=COLORS["deadline"], ms=9, zorder=5)
+            ax.text(steps[-1] + 6, run.used_blocks[-1], f"pool empty after {run.ran_dry_at} tokens: "
+                    f"{run.stuck} of {run.admitted} requests stuck", fontsize=small, va="top", ha="left")
+    deadline_line(ax, pool, f"pool: {pool:,} blocks", vertical=False)
+    lowest = min(min(r.used_blocks) for r in runs)
+    ax.set_ylim(max(0.0, lowest - 0.2 * (pool - lowest)) if lowest < pool else 0.0, pool + 0.08 * (pool - lowest + 1))
+    ax.set_xlim(0, max(1, max(len(r.used_blocks) for r in runs) - 1))
+    ax.set_xlabel("output tokens each request has received")
+    ax.set_ylabel("KV blocks in use")
+    few_ticks(ax, x=6, y=4, integer=True)
+    ax.legend(loc="lower right", fontsize=small)
     if title:
         caption(fig, title)
     return fig
