@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from .._validate import instance, non_negative, non_negative_int, one_of, positive, positive_int
+from .._validate import finite_result, flag, instance, items, non_negative, non_negative_int, one_of, positive, positive_int
 from ..memory import blocks_for, kv_tokens
 from ..models import ModelSpec
 from ..symbolic import C, G, M_a, M_u, M_w, b_s, k_tok, solve_linear
@@ -66,14 +66,14 @@ def max_batch(kv_budget_bytes: float, kv_bytes_per_token: float, prompt_tokens: 
     pre = non_negative_int("shared_prefix_tokens", shared_prefix_tokens)
     if pre > p:
         raise ValueError(f"shared_prefix_tokens ({pre}) must not exceed prompt_tokens ({p})")
-    sizes = {L_in: p, G: g, B_blk: blk, L_pre: pre, k_tok: sp.nsimplify(k)}
+    sizes = {L_in: p, G: g, B_blk: blk, L_pre: pre, k_tok: sp.Rational(k)}  # exact: a float's own binary value
     private = PRIVATE_KV.subs(sizes)
     if private == 0:
         raise ValueError("requests hold no private KV: prompt_tokens + output_tokens must exceed the shared prefix")
     shared = PREFIX_KV.subs(sizes)
     if shared + private > budget:
         return 0
-    return int(MAX_BATCH.subs({M_pre: shared, M_priv: private, C_KV: sp.nsimplify(budget)}))
+    return int(MAX_BATCH.subs({M_pre: shared, M_priv: private, C_KV: sp.Rational(budget)}))
 
 
 # ---- the same on a real pool ------------------------------------------------------------------
@@ -91,7 +91,7 @@ def pool_blocks(kv_budget_bytes: float, model: ModelSpec, block_size: int = 16, 
     budget = non_negative("kv_budget_bytes", kv_budget_bytes)
     instance("model", model, ModelSpec)
     per_block = positive_int("block_size", block_size) * model.kv_bytes_per_token(dtype_bytes)
-    return int(budget // per_block)
+    return int(finite_result(budget // per_block, "kv_budget_bytes", "1 / dtype_bytes"))
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,18 @@ class ReservationRun:
     completed: bool
     ran_dry_at: int | None
     stuck: int
+
+    def __post_init__(self) -> None:
+        one_of("reserve", self.reserve, RESERVE_RULES)
+        positive_int("num_blocks", self.num_blocks)
+        for name in ("admitted", "reserved_blocks", "stuck"):
+            non_negative_int(name, getattr(self, name))
+        used = tuple(non_negative_int(f"used_blocks[{i}]", u) for i, u in enumerate(items("used_blocks",
+                                                                                          self.used_blocks)))
+        object.__setattr__(self, "used_blocks", used)
+        flag("completed", self.completed)
+        if self.ran_dry_at is not None:
+            non_negative_int("ran_dry_at", self.ran_dry_at)
 
 
 def admit_and_decode(num_blocks: int, prompt_tokens: int, output_tokens: int, reserve: str = "answer",

@@ -13,13 +13,15 @@ from collections.abc import Hashable, Sequence
 from functools import lru_cache
 
 import numpy as np
+from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Rectangle
+from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from inferlab.example import ACCELERATOR, KV_BUDGET_BYTES, LONG, MODEL
 from inferlab.kvcache.block_manager import PoolState
+from inferlab.kvcache.contiguous import ArenaRun, arena_map
 from inferlab.kvcache.radix import RadixCache, RadixNode, eviction_sweep, standard_policies
 from inferlab.kvcache.scenarios import PoolEvent, PreemptionRun, copy_on_write_steps, fork_branches, refcount_steps
 from inferlab.kvcache.snapshots import HybridRestore, Restore, restore, snapshot_positions, spacing_tradeoff
@@ -30,7 +32,7 @@ from inferlab.memory import (block_table_entries, max_concurrent_requests, paged
 from inferlab.units import GB, GiB, MiB, ms
 from inferlab.workloads import agent_workload
 
-from . import COLORS, InPlace, add_boxes, caption, deadline_line, new_figure, refresh_legend, rescale
+from . import COLORS, InPlace, add_boxes, book_legend, caption, deadline_line, new_figure, refresh_legend, rescale
 from .legibility import MIN_LABEL_PT, PAGE_WIDTH_IN, legible, smallest_label_pt  # noqa: F401 (re-exported)
 from .ticks import InView, few_ticks, round_log_ticks
 
@@ -129,6 +131,47 @@ def draw_waste_vs_block_size(lengths: Sequence[int], block_sizes: Sequence[int],
     ax.legend(h1 + h2, l1 + l2, loc="upper center")
     _integer_ticks(ax, y=True)
     _integer_ticks(ax2, y=True)
+    return caption(fig, figure) if figure else fig
+
+
+#: one colour per request of an arena map (the book's blue, orange, green, purple, cyan, brown, pink, olive)
+_REQUEST_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#17becf", "#8c564b", "#e377c2", "#bcbd22")
+_ARENA_TITLES = {"reserve": "reserve the maximum", "grow": "grow in place, move when blocked", "paged": "paged"}
+
+
+def draw_arena_maps(runs: Sequence[ArenaRun], names: Sequence[str], figure: str = "") -> Figure:
+    """Where each allocator kept every request's KV, step by step: one panel per run, address up, time across.
+
+    A colour is a request's stored tokens, grey positions allocated but unused, white free memory.
+    All panels share the address axis, so a panel's height of colour and grey is the memory it needed.
+    """
+    if not runs:
+        raise ValueError("runs must not be empty")
+    n = max(max((max(lay, default=-1) for lay in r.layout), default=-1) for r in runs) + 1
+    if len(names) < n or n > len(_REQUEST_COLORS):
+        raise ValueError(f"names must name all {n} requests (at most {len(_REQUEST_COLORS)})")
+    top = max(r.high_water for r in runs)
+    cmap = ListedColormap(["white", COLORS["unused"], *_REQUEST_COLORS[:n]])
+    fig, axes = new_figure(1, len(runs), width=PAGE_WIDTH_IN, height=3.3)
+    axes = axes if isinstance(axes, list) else [axes]
+    fig.subplots_adjust(left=0.75 / PAGE_WIDTH_IN, right=0.99, bottom=0.95 / 3.3, wspace=0.12)
+    for k, (ax, run) in enumerate(zip(axes, runs)):
+        img = arena_map(run, top) + 2  # -2 free -> 0, -1 unused -> 1, request i -> i + 2
+        ax.imshow(img, cmap=cmap, vmin=0, vmax=n + 1, origin="lower", aspect="auto", interpolation="nearest",
+                  extent=(-0.5, run.steps + 0.5, 0, top))
+        ax.grid(False)
+        ax.set_title(f"{_ARENA_TITLES.get(run.allocator, run.allocator)}\n{run.high_water:,} positions"
+                     + (f", {run.copied_tokens:,} copied" if run.copied_tokens else ""), fontsize=9)
+        ax.set_xlabel("decode step")
+        _integer_ticks(ax, x=True, y=True)
+        if k:
+            ax.tick_params(labelleft=False)
+        else:
+            ax.set_ylabel("address (token positions)")
+    handles = [Patch(color=_REQUEST_COLORS[i], label=names[i]) for i in range(n)]
+    handles.append(Patch(facecolor=COLORS["unused"], label="allocated, unused"))
+    book_legend(fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 8), fontsize=8,
+                           handlelength=1.2, columnspacing=0.9, bbox_to_anchor=(0.5, 0.0)))
     return caption(fig, figure) if figure else fig
 
 
