@@ -2,8 +2,9 @@
 
 - ``block_manager``: the block pool with reference counts and per-sequence block tables (PagedAttention's
   CPU side), sharing by hash and copy-on-write; ``block_index``: the exact-content index of full blocks it
-  looks prefixes up in; ``token_ids``: the token-id checks both caches share;
-- ``capacity``: how many requests fit, in sympy, and both admission rules run on a real pool;
+  looks prefixes up in;
+- ``capacity``: how many requests fit, in sympy, and both admission rules run on a real pool; ``contiguous``:
+  reserving or growing in place, the allocators paging replaces; ``symbolic``: the section's sympy forms;
 - ``radix``: a radix tree of cached prefixes with locks and eviction policies (SGLang's RadixCache);
 - ``value``: what a cached prefix is worth (keep, fetch or recompute);
 - ``snapshots``: prefix reuse in hybrid attention/recurrent models through state snapshots;

@@ -53,9 +53,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validate import flag, instance, mapping, non_negative_int, positive_int
+from .._validate import TOKEN_ID_LIMIT, flag, instance, mapping, non_negative_int, positive_int, token_ids
 from .block_index import BlockIndex, HashFn, PrefixNode, chained_hash
-from .token_ids import TOKEN_ID_LIMIT, token_ids
 
 __all__ = ["MAX_BLOCKS", "BlockManager", "OutOfBlocks", "PoolState", "SeqState"]
 

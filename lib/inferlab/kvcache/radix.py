@@ -26,13 +26,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .._validate import (finite_result, flag, fraction, function, instance, items, mapping, non_negative_int, positive,
-                         positive_int)
+from .._validate import (finite_result, flag, fraction, function, instance, items, mapping, non_negative_int,
+                         positive, positive_int, token_ids)
 from ..calibration import PREFILL_MFU_BATCH1, prefill_time
 from ..hardware import Accelerator
 from ..models import ModelSpec
 from ..roofline import efficiency
-from .token_ids import token_ids
 
 
 @dataclass(eq=False)
