@@ -1,11 +1,13 @@
 """The grader: full marks for right answers, none for wrong or faked ones, every failure reported, inputs untouched.
 
 One batch (the ``graded`` fixture) holds honest notebooks beside hostile ones (``tests/_submissions.py``),
-each trying one way around the grader: forging the answers or the name, reading another student's
-notebook or the references, writing outside its sandbox, leaving processes behind, exhausting memory,
-processes, disk or output, killing its worker, and inputs that used to lose the whole batch. The tests
-check that the honest grades are unchanged, that no cheater gains a mark, that nothing outside the
-sandbox changed and no process of the sandbox's uid is left, and that the report is complete.
+each trying one way around the grader: typing the public answers instead of computing them from the
+inputs, calling the library a part forbids, hiding the inputs from the parameters cell, forging the
+answers or the name, reading another student's notebook or the references, writing outside its
+sandbox, leaving processes behind, exhausting memory, processes, disk or output, killing its worker,
+and inputs that used to lose the whole batch. The tests check that the honest grades are unchanged,
+that no cheater gains a mark, that nothing outside the sandbox changed and no process of the
+sandbox's uid is left, and that the report is complete.
 """
 
 import csv
@@ -115,6 +117,9 @@ def _grade_the_batch(tmp_path_factory):
     nbformat.write(subs_.hog(), subs / "hog_8-8.ipynb")
     nbformat.write(subs_.worker_killer(known), subs / "zed_8-8.ipynb")
     nbformat.write(subs_.bytes_keys(), subs / "kim_8-8.ipynb")
+    nbformat.write(subs_.typist("8-8", "Tim"), subs / "tim_8-8.ipynb")
+    nbformat.write(subs_.forbidden_call(), subs / "che_8-8.ipynb")
+    nbformat.write(subs_.no_parameters(), subs / "nop_8-8.ipynb")
     nbformat.write(submission("8-8", ""), subs / "=HYPERLINK(1)_8-8.ipynb")
     (subs / "link_8-8.ipynb").symlink_to(canary)
     os.mkfifo(subs / "pipe_8-8.ipynb")
@@ -125,13 +130,14 @@ def _grade_the_batch(tmp_path_factory):
         z.writestr("gus_1234_8-3-block-size.ipynb", nbformat.writes(submission("8-3", "", wrong=True)))
     with zipfile.ZipFile(zips / "empty.zip", "w"):
         pass
-    temporary = lambda: {*Path(tempfile.gettempdir()).glob("inferlab-*"), *sandbox.runs_root().glob("*")}  # noqa: E731
+    # the grader's own temporary folders (other test chains run beside this one and make their own inferlab-* folders)
+    temporary = lambda: {*Path(tempfile.gettempdir()).glob("inferlab-grade*"), *sandbox.runs_root().glob("*")}  # noqa: E731
     temporary_before = temporary()
     inputs_before = {**_digest(subs), **_digest(zips)}
     lib_before = _digest(LIB / "inferlab" / "exercises")
     t0 = time.perf_counter()
     results = grade.grade([subs, zips / "class.zip", zips / "late.zip", zips / "empty.zip"], out, jobs=2,
-                          timeout_s=2, progress=False)
+                          timeout_s=2, progress=False, secret="the batch's secret")
     elapsed = time.perf_counter() - t0
     leftover = wait_for_no_sandbox_processes(os.getpid())
     time.sleep(0.3)  # a daemon that survived would rewrite the report or the canary now
@@ -149,6 +155,29 @@ def test_right_answers_score_full_marks(graded) -> None:
     assert ada.status == "graded" and ada.points == EXERCISES["8-8"].max_points
     assert {p.status for p in ada.parts} == {"correct"}
     assert ada.student == "ada_8-8-task-time" and ada.declared == "Ada" and ada.flags == []
+    assert ada.variant and ada.variant != dict(EXERCISES["8-8"].inputs)  # graded on a variant of the inputs
+
+
+def test_typed_public_answers_fail_the_variant_and_the_report_says_so(graded) -> None:
+    """A typist passes check (the public inputs) beside Ada in the same batch, and fails the variant."""
+    by, *_ = graded
+    tim = by["tim_8-8.ipynb"]
+    assert tim.status == "graded" and tim.points == 0 and tim.variant
+    assert {p.status for p in tim.parts} == {"wrong on variant"}
+    assert all("correct on the public inputs, wrong on the variant" in p.message for p in tim.parts)
+    assert by["ada_8-8-task-time.ipynb"].points == EXERCISES["8-8"].max_points  # the honest grade unchanged
+    assert tim.variant != by["ada_8-8-task-time.ipynb"].variant  # each student draws a variant of their own
+
+
+def test_a_forbidden_call_or_a_missing_parameters_cell_needs_review(graded) -> None:
+    by, *_ = graded
+    che = {p.part: p for p in by["che_8-8.ipynb"].parts}
+    assert che["net_speedup"].status == "needs review" and che["net_speedup"].points == 0
+    assert "inferlab.serving.task_time" in che["net_speedup"].message and "correct" in che["net_speedup"].message
+    assert che["halved_s"].status == che["breakeven_setup_s"].status == "correct"
+    nop = by["nop_8-8.ipynb"]
+    assert {p.status for p in nop.parts} == {"needs review"} and nop.points == 0 and not nop.variant
+    assert any("parameters" in f for f in nop.flags) and all("parameters" in p.message for p in nop.parts)
 
 
 def test_wrong_answers_score_zero(graded) -> None:
@@ -250,7 +279,12 @@ def test_report_files(graded) -> None:
     formula = [r for r in rows if "HYPERLINK" in r["student"]]
     assert formula and all(r["student"].startswith("'=") and r["file"][0] not in "=+-@" for r in formula)
     assert {r["student"] for r in rows} >= {"empty", "link_8-8"}  # nobody vanishes
-    assert not list(out.glob(".*"))  # no temporary files of the atomic writes
+    assert not list(out.glob(".*")) and not list((out / "prairielearn").glob(".*"))  # no temporary files
+    assert report["grader"]["secret"] == "--secret" and "the batch's secret" not in json.dumps(report)
+    pl = json.loads((out / "prairielearn" / "ada_8-8-task-time__8-8.json").read_text())
+    assert pl["score"] == 1 and {t["name"] for t in pl["tests"]} == {f"8-8 {p.name}" for p in EXERCISES["8-8"].parts}
+    assert len(list((out / "prairielearn").glob("*.json"))) == len(report["submissions"])
+    assert (out / "free_text.md").read_text().startswith("# Free-text answers")
 
 
 @needs_sandbox

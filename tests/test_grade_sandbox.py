@@ -205,11 +205,30 @@ def test_answers_decode_and_malformed_ones_are_that_parts_error() -> None:
 
 def test_a_part_that_cannot_be_read_leaves_the_others_graded() -> None:
     ex = EXERCISES["8-8"]
-    refs = {ex.id: {p.name: p.expected() for p in ex.parts}}
-    answers = {"halved_s": _text("{'__frame__': 1}"), "net_speedup": _text(repr(refs["8-8"]["net_speedup"])),
+    inputs, refs = ex.variant(1)
+    answers = {"halved_s": _text("{'__frame__': 1}"), "net_speedup": _text(repr(refs["net_speedup"])),
                "breakeven_setup_s": {"error": "ZeroDivisionError"}}
-    parts = {p.part: p.status for p in grade._part_results(ex, answers, "n", refs)}
+    parts = {p.part: p.status for p in grade._part_results(ex, {"variant": (answers, "n")}, refs, ex.expected())}
     assert parts == {"halved_s": "error", "net_speedup": "correct", "breakeven_setup_s": "error"}
+
+
+def test_each_part_is_graded_on_the_variant_and_compared_with_the_public_run() -> None:
+    ex = EXERCISES["8-8"]
+    inputs, refs = ex.variant(2)
+    public = ex.expected()
+    lit = lambda v: _text(answers.literal(v))  # noqa: E731
+    variant_run = {"halved_s": lit(refs["halved_s"]), "net_speedup": lit(public["net_speedup"]),
+                   "breakeven_setup_s": lit(round(refs["breakeven_setup_s"], 1) + 0.2)}
+    public_run = {"halved_s": lit(public["halved_s"]), "net_speedup": lit(public["net_speedup"]),
+                  "breakeven_setup_s": lit(public["breakeven_setup_s"])}
+    runs = {"variant": (variant_run, "n"), "public": (public_run, "n")}
+    parts = {p.part: p for p in grade._part_results(ex, runs, refs, public)}
+    assert parts["halved_s"].status == "correct" and parts["halved_s"].points == 1
+    assert parts["net_speedup"].status == "wrong on variant" and parts["net_speedup"].points == 0
+    assert "correct on the public inputs, wrong on the variant" in parts["net_speedup"].message
+    assert parts["breakeven_setup_s"].status == "close" and "rounding" in parts["breakeven_setup_s"].message
+    flagged = grade._part_results(ex, runs, refs, public, {"halved_s": "its code uses inferlab.serving.task_time"})
+    assert flagged[0].status == "needs review" and flagged[0].points == 0 and "task_time" in flagged[0].message
 
 
 def test_the_sandboxs_catalog_has_every_part_and_no_reference() -> None:
@@ -219,8 +238,11 @@ def test_the_sandboxs_catalog_has_every_part_and_no_reference() -> None:
     exec(code, ns)
     for ex_id, ex in EXERCISES.items():
         stub = ns["EXERCISES"][ex_id]
-        assert [(p.name, p.points, p.probes, p.manual) for p in stub.parts] == \
-            [(p.name, p.points, p.probes, p.manual) for p in ex.parts]
+        def fields(p):
+            return p.name, p.points, p.probes, p.manual, p.precision, p.hint, p.forbids, p.unordered, p.choice
+
+        assert [fields(p) for p in stub.parts] == [fields(p) for p in ex.parts]
+        assert stub.inputs == ex.inputs and stub.vary is None  # the public inputs, no way to draw a variant
         for p in stub.parts:
             if not p.manual:
                 with pytest.raises(RuntimeError, match="withheld"):
@@ -262,7 +284,7 @@ def test_report_is_written_atomically_with_formulas_escaped(tmp_path) -> None:
     assert all(not cell.startswith(("=", "+", "-", "@")) for row in rows for cell in row)
     assert rows[1][0] == "'=cmd|x" and rows[2][-2] == "'-no"
     assert json.loads((tmp_path / "report.json").read_text())["grader"] == {"sandbox": "test"}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["grades.csv", "report.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["free_text.md", "grades.csv", "prairielearn", "report.json"]
 
 
 def test_duplicates_and_a_student_variable_that_disagrees_are_flagged() -> None:

@@ -11,6 +11,11 @@ the nonce must match, only the tags ENCODER writes are accepted, and anything el
 which the grader turns into an error for that one part. Dict keys that Python cannot hash (a list,
 the text of a bytes key) become a tuple or their text, so an answer like ``{b"prefill": 90.0}`` is
 judged (as ``check`` judges it) instead of crashing the batch.
+
+``check`` in a notebook sends every answer through the same two steps (``roundtrip``: ENCODER in the
+kernel's own process, then ``decode``), so the notebook and the grader compare the same value with
+the same rule (``core.judge``). ``literal`` and ``from_literal`` write and read the public expected
+values that ``check`` compares with (``data/exercises/expected.json``) in the same form.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-__all__ = ["ENCODER", "expression", "decode", "Unreadable"]
+__all__ = ["ENCODER", "expression", "decode", "Unreadable", "roundtrip", "literal", "from_literal"]
 
 _TAGS = ("__ellipsis__", "__missing__", "__float__", "__frame__", "__dict__", "__calls__", "__error__", "__repr__")
 
@@ -60,6 +65,8 @@ def encode(user, name, probes, nonce):
                 "(%s, %s)" % (enc(k, depth + 1), enc(x, depth + 1)) for k, x in list(v.items()))
         if isinstance(v, (list, tuple)):
             return "[%s]" % ", ".join(enc(x, depth + 1) for x in list(v))
+        if isinstance(v, (set, frozenset)):
+            return "[%s]" % ", ".join(sorted(enc(x, depth + 1) for x in list(v)))
         return "{'__repr__': %s}" % r_str(repr(v)[:200])
     if name not in user:
         body = "{'__missing__': True}"
@@ -81,6 +88,35 @@ def expression(name: str, probes: list[list[Any]], nonce: str) -> str:
     """A user expression that runs ENCODER in a fresh namespace on the user's globals (nothing is defined there)."""
     return (f"(lambda ns, user: exec({ENCODER!r}, ns) or ns['encode'](user, {name!r}, {probes!r}, {nonce!r}))"
             "({}, globals())")
+
+
+_LOCAL: dict[str, Any] = {}
+
+
+def roundtrip(value: Any, probes: Any = ()) -> Any:
+    """What the grader would read for ``value``: ENCODER (here, in this process) then ``decode``."""
+    if "encode" not in _LOCAL:
+        exec(ENCODER, _LOCAL)  # noqa: S102 - our own constant code
+    nonce = "local"
+    text = _LOCAL["encode"]({"value": value}, "value", [list(a) for a in probes], nonce)
+    return decode(repr(text), nonce)
+
+
+_WRAP = "{'nonce': '', 'value': %s}"
+
+
+def literal(value: Any) -> str:
+    """``value`` as ENCODER writes it (the value alone): how expected.json stores a public expected value."""
+    if "encode" not in _LOCAL:
+        exec(ENCODER, _LOCAL)  # noqa: S102 - our own constant code
+    text = _LOCAL["encode"]({"value": value}, "value", [], "")
+    head, tail = _WRAP.split("%s")
+    return text[len(head):-len(tail)]
+
+
+def from_literal(text: str) -> Any:
+    """The value ``literal`` wrote (Unreadable if it is not such a text)."""
+    return decode(repr(_WRAP % text), "")
 
 
 # ---- grader side: decode ------------------------------------------------------------------------------

@@ -4,7 +4,15 @@ Each submission (a notebook, a folder of them, or a zip as a learning-management
 runs headless in its own kernel inside its own sandbox (``sandbox``: bubblewrap, an unprivileged uid,
 no network, no view of other submissions, the output folder or the grader, limits on memory, tasks,
 CPU, files and time). The worker in the sandbox (``worker``) asks the kernel for the answer variables;
-nothing the notebook prints is read. What the student's code cannot decide is decided here:
+nothing the notebook prints is read.
+
+Each notebook runs twice in that one sandbox and kernel (``variants``): first with its cell tagged
+``parameters`` given a variant of the inputs drawn for this student from a secret only the grader
+knows, then with the public inputs. Every machine-graded part is graded on the variant, whose
+references are computed here; a part right on the public inputs only is "wrong on variant", and the
+report says so. A part whose code uses what its rules forbid, or a notebook that imports the catalog,
+is "needs review" (``review``), and so is every part of a notebook without its parameters cell. What
+the student's code cannot decide is decided here:
 
 - the student is the name the file was submitted under (its path in the folder or zip, without the
   extension), never code the student runs; a ``STUDENT`` variable that disagrees is flagged, and so
@@ -14,8 +22,10 @@ nothing the notebook prints is read. What the student's code cannot decide is de
 - each part is judged here from its own value: a value that cannot be decoded is that part's error;
 - every input becomes a row (an empty zip, an unreadable file, a symbolic link, a dead worker), and an
   error while grading one submission becomes that submission's error row;
-- ``report.json`` and ``grades.csv`` are written only here, each atomically; CSV cells that a
-  spreadsheet would run as a formula are escaped.
+- ``report.json``, ``grades.csv``, ``free_text.md`` and the PrairieLearn results are written only here,
+  each atomically (``exports``); CSV cells that a spreadsheet would run as a formula are escaped.
+
+``python -m inferlab.grade bundle --gradescope OUT.zip`` writes a Gradescope autograder (``bundle``).
 
 Without a sandbox the grader refuses (one line says why) unless told ``--no-sandbox``; ``report.json``
 records which was used. Submissions are read, never written; temporary files live in a per-run folder
@@ -26,8 +36,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import csv
-import io
 import json
 import math
 import os
@@ -36,7 +44,6 @@ import shutil
 import sys
 import tempfile
 import threading
-import zipfile
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -44,18 +51,21 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from . import EXERCISES, Exercise, attempted, judge  # light: references import their modules when computed
+from . import exports, review, variants
 from . import sandbox as sb
 from .answers import Unreadable, decode
+from .intake import MAX_NOTEBOOK_BYTES, Entry, collect
+from .intake import read as _read
 
-__all__ = ["PartResult", "Submission", "Entry", "collect", "grade_file", "grade", "main", "SandboxUnavailable"]
+__all__ = ["PartResult", "Submission", "Entry", "collect", "grade_file", "grade", "main", "SandboxUnavailable",
+           "MAX_NOTEBOOK_BYTES"]
 
 SandboxUnavailable = sb.SandboxUnavailable
 DEFAULT_TIMEOUT_S = 120.0
 STARTUP_S = 30.0  # beyond --timeout: Python, nbclient and the kernel starting, the answers read back
-MAX_NOTEBOOK_BYTES = 32 << 20
-INSIDE = Path("/run/inferlab/submission.ipynb")  # where the sandbox sees the submission
+INSIDE = Path("/run/inferlab")  # where the sandbox sees the submission's runs (variant.ipynb, public.ipynb)
 _EXERCISE_IN_NAME = re.compile(r"(?<!\d)8-([1-9])(?!\d)")
-_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+MAX_TEXT = 20_000  # characters of a free-text answer kept for the instructor
 
 
 @dataclass
@@ -67,6 +77,7 @@ class PartResult:
     points: float
     max_points: float
     message: str = ""
+    answer: str = ""  # a free-text part's answer, for the instructor
 
 
 @dataclass
@@ -81,6 +92,7 @@ class Submission:
     parts: list[PartResult] = field(default_factory=list)
     declared: str = ""
     flags: list[str] = field(default_factory=list)
+    variant: dict[str, Any] = field(default_factory=dict)  # the inputs of the graded run, when they were a variant
 
     @property
     def points(self) -> float:
@@ -88,116 +100,35 @@ class Submission:
         return sum(p.points for p in self.parts)
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One submission found in the inputs: the file to read (None if there is none), its name, its label."""
-
-    path: Path | None
-    name: str  # the path it was submitted under, in its folder or zip: the student and exercise are read from it
-    label: str  # what the report calls it: a path, or zip:member
-    error: str = ""  # why there is nothing to grade
-
-
-# ---- inputs ----------------------------------------------------------------------------------------
-def collect(inputs: list[Path], staging: Path) -> list[Entry]:
-    """Every notebook, folder member and zip member of ``inputs`` as an Entry; zip members unpack into ``staging``.
-
-    Folders are walked without following symbolic links: a link becomes an error entry, never read.
-    A zip with nothing in it becomes an error entry, so its student does not vanish.
-    """
-    found: list[Entry] = []
-    for n, item in enumerate(inputs):
-        if item.is_dir():
-            found += _walk(item)
-        elif item.suffix.lower() == ".zip" and zipfile.is_zipfile(item):
-            found += _unzip(item, staging / f"{n:03d}")
-        elif item.exists():
-            found.append(Entry(item.resolve(), item.name, str(item)))
-        else:
-            raise ValueError(f"submissions: {item} does not exist")
-    return found
-
-
-def _walk(folder: Path) -> list[Entry]:
-    out = []
-    for here, dirs, files in os.walk(folder, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files) + [d for d in dirs if (Path(here) / d).is_symlink()]:
-            path = Path(here) / name
-            if name.startswith("."):
-                continue
-            known_as = path.relative_to(folder).as_posix()  # a folder per student keeps the students apart
-            if path.is_symlink():
-                out.append(Entry(None, known_as, str(path), "a symbolic link: not followed"))
-            elif path.is_file():
-                out.append(Entry(path, known_as, str(path)))
-            else:  # a pipe, a socket, a device: opening it could block or worse
-                out.append(Entry(None, known_as, str(path), "not a regular file"))
-    return out
-
-
-def _unzip(archive: Path, staging: Path) -> list[Entry]:
-    out = []
-    try:
-        with zipfile.ZipFile(archive) as z:
-            for i, info in enumerate(z.infolist()):
-                name = info.filename  # the member's path: an LMS's folder per student keeps the students apart
-                base = PurePosixPath(name).name
-                if info.is_dir() or not base or base.startswith(".") or "__MACOSX" in PurePosixPath(name).parts:
-                    continue
-                label = f"{archive}:{info.filename}"
-                if info.file_size > MAX_NOTEBOOK_BYTES:
-                    out.append(Entry(None, name, label, f"larger than {MAX_NOTEBOOK_BYTES >> 20} MB"))
-                    continue
-                try:
-                    data = z.read(info)
-                except Exception as err:  # encrypted, corrupt, unsupported compression
-                    out.append(Entry(None, name, label, f"cannot be unpacked: {err}"[:300]))
-                    continue
-                target = staging / f"{i:05d}" / "member"
-                target.parent.mkdir(parents=True)
-                target.write_bytes(data)
-                out.append(Entry(target, name, label))
-    except (zipfile.BadZipFile, OSError) as err:
-        return [Entry(None, archive.name, str(archive), f"a zip that cannot be read: {err}"[:300])]
-    return out or [Entry(None, archive.name, str(archive), "the zip holds no files")]
-
-
-def _read(path: Path) -> bytes:
-    """The file's bytes, without following a symbolic link, at most MAX_NOTEBOOK_BYTES."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    with open(fd, "rb") as f:
-        data = f.read(MAX_NOTEBOOK_BYTES + 1)
-    if len(data) > MAX_NOTEBOOK_BYTES:
-        raise ValueError(f"larger than {MAX_NOTEBOOK_BYTES >> 20} MB")
-    return data
-
-
 # ---- references, computed here --------------------------------------------------------------------------
-class _References(Mapping):
-    """Each exercise's references, computed once, on first use, by this process's inferlab."""
+class _References:
+    """Each exercise's public references and each drawn variant, computed once, on first use, by this process."""
 
     def __init__(self) -> None:
-        self._done: dict[str, dict[str, Any]] = {}
+        self._public: dict[str, dict[str, Any]] = {}
+        self._variants: dict[tuple[str, int], tuple[dict[str, Any], dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
-    def __getitem__(self, ex_id: str) -> dict[str, Any]:
+    def public(self, ex_id: str) -> dict[str, Any]:
+        """The public inputs' references of exercise ``ex_id``."""
         with self._lock:
-            if ex_id not in self._done:
-                self._done[ex_id] = {p.name: p.expected() for p in EXERCISES[ex_id].parts if not p.manual}
-            return self._done[ex_id]
+            if ex_id not in self._public:
+                self._public[ex_id] = EXERCISES[ex_id].expected()
+            return self._public[ex_id]
 
-    def __iter__(self):
-        return iter(EXERCISES)
-
-    def __len__(self) -> int:
-        return len(EXERCISES)
+    def variant(self, ex_id: str, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(inputs, references) of the variant drawn from ``seed``."""
+        self.public(ex_id)
+        with self._lock:
+            if (ex_id, seed) not in self._variants:
+                self._variants[ex_id, seed] = EXERCISES[ex_id].variant(seed, public=self._public[ex_id])
+            return self._variants[ex_id, seed]
 
 
 # ---- one run's sandbox settings -------------------------------------------------------------------------
 @dataclass
 class _Run:
-    """What every submission of one run shares: its folder, the sandbox's mounts and limits."""
+    """What every submission of one run shares: its folder, the sandbox's mounts and limits, the variants' key."""
 
     folder: Path
     timeout_s: float
@@ -205,9 +136,11 @@ class _Run:
     binds: list[Path] = field(default_factory=list)
     covers: dict[Path, Path] = field(default_factory=dict)  # inside -> outside, over files of the binds
     limits: sb.Limits = sb.Limits()
+    key: bytes = field(default=b"", repr=False)  # the variants' secret: never written, never in the sandbox
+    key_source: str = ""
 
     @classmethod
-    def make(cls, folder: Path, timeout_s: float, confined: bool) -> _Run:
+    def make(cls, folder: Path, timeout_s: float, confined: bool, secret: str | None = None) -> _Run:
         import inferlab
 
         from .. import datasets
@@ -222,31 +155,37 @@ class _Run:
         pycache = Path(catalog.__file__).resolve().parent / "__pycache__"
         if pycache.is_dir():  # the real catalog's bytecode would give its references back
             covers[pycache] = empty
-        limits = sb.Limits(cpu_s=math.ceil(timeout_s + STARTUP_S))
-        return cls(folder, timeout_s, confined, [*sb.python_paths(), lib, datasets.DATA_DIR], covers, limits)
+        limits = sb.Limits(cpu_s=math.ceil(2 * timeout_s + STARTUP_S))
+        key, source = variants.secret(secret)
+        return cls(folder, timeout_s, confined, [*sb.python_paths(), lib, datasets.DATA_DIR], covers, limits, key,
+                   source)
 
     def describe(self) -> dict[str, Any]:
         """What report.json says about how the notebooks ran."""
+        runs = {"variants": "each notebook runs twice in one kernel: its parameters cell given the student's "
+                "variant (graded), then the public inputs; seed = HMAC-SHA256(secret, exercise NUL student)",
+                "secret": self.key_source}
         if not self.confined:
             return {"sandbox": "none", "note": f"--no-sandbox: student code ran unconfined as uid {os.geteuid()}",
-                    "timeout_s": self.timeout_s}
+                    "timeout_s": self.timeout_s, **runs}
         return {"sandbox": "bwrap", "note": f"uid {sb.SANDBOX_UID} without capabilities in new user, pid, "
                 "network, IPC and UTS namespaces; system, Python and library read-only; references withheld; "
-                "/tmp a private tmpfs", "timeout_s": self.timeout_s, "limits": asdict(self.limits)}
+                "/tmp a private tmpfs", "timeout_s": self.timeout_s, "limits": asdict(self.limits), **runs}
 
 
 def _withheld_catalog() -> str:
-    """catalog.py as the sandbox sees it: the same exercises and parts, every reference refusing to run."""
+    """catalog.py as the sandbox sees it: the same exercises, parts and public inputs; no reference runs."""
     lines = ['"""The exercise catalog with its references withheld: a notebook being graded cannot compute them."""',
              "from .core import Exercise, Part", "", "__all__ = ['EXERCISES']", "", "",
-             "def _withheld():", "    raise RuntimeError('references are withheld while a notebook is graded')", "", "",
-             "EXERCISES = {"]
+             "def _withheld(*args):", "    raise RuntimeError('references are withheld while a notebook is graded')",
+             "", "", "EXERCISES = {"]
     for ex in EXERCISES.values():
         parts = "".join(f"\n        Part({p.name!r}, {p.question!r}, {'None' if p.manual else '_withheld'}, "
-                        f"points={p.points!r}, rtol={p.rtol!r}, atol={p.atol!r}, hint={p.hint!r}, "
-                        f"probes={p.probes!r})," for p in ex.parts)
+                        f"points={p.points!r}, precision={p.precision!r}, hint={p.hint!r}, probes={p.probes!r}, "
+                        f"forbids={p.forbids!r}, unordered={p.unordered!r}, choice={p.choice!r}),"
+                        for p in ex.parts)
         lines.append(f"    {ex.id!r}: Exercise({ex.id!r}, {ex.title!r}, notebook={ex.notebook!r}, core={ex.core!r}, "
-                     f"parts=({parts}\n    )),")
+                     f"inputs={dict(ex.inputs)!r}, parts=({parts}\n    )),")
     return "\n".join(lines + ["}", ""])
 
 
@@ -274,28 +213,30 @@ def _disagrees(declared: str, student: str) -> bool:
 
 
 def grade_file(path: Path, timeout_s: float = DEFAULT_TIMEOUT_S, label: str | None = None,
-               expected: Mapping[str, Mapping[str, Any]] | None = None, *, name: str | None = None,
-               sandbox: bool = True, run: _Run | None = None) -> Submission:
+               references: _References | None = None, *, name: str | None = None,
+               sandbox: bool = True, run: _Run | None = None, secret: str | None = None) -> Submission:
     """Grade one submitted file (never modified); every failure becomes the submission's row, never an exception.
 
     ``name``: the path it was submitted under (default ``path.name``): the student is that without the extension.
-    Without ``run`` (``grade`` passes one), a run folder and sandbox are made for this file alone.
+    Without ``run`` (``grade`` passes one), a run folder and sandbox are made for this file alone (``secret``:
+    the variants' secret, as ``--secret``).
     """
     name = name or path.name
     if run is None:
         if sandbox and (reason := sb.unavailable()):
             raise SandboxUnavailable(reason)
         with sb.run_folder() as folder:
-            return grade_file(path, timeout_s, label, expected, name=name, run=_Run.make(folder, timeout_s, sandbox))
+            return grade_file(path, timeout_s, label, references, name=name,
+                              run=_Run.make(folder, timeout_s, sandbox, secret))
     shown = label or str(path)
     try:
-        return _grade(path, name, shown, expected if expected is not None else _References(), run)
+        return _grade(path, name, shown, references or _References(), run)
     except Exception as err:  # a grader bug or an input nobody foresaw: this row, not the batch
         return Submission(shown, _student(name), "", "error",
                           f"the grader failed here: {type(err).__name__}: {err}"[:300])
 
 
-def _grade(path: Path, name: str, shown: str, expected: Mapping[str, Mapping[str, Any]], run: _Run) -> Submission:
+def _grade(path: Path, name: str, shown: str, refs: _References, run: _Run) -> Submission:
     import nbformat
 
     student = _student(name)
@@ -310,16 +251,33 @@ def _grade(path: Path, name: str, shown: str, expected: Mapping[str, Mapping[str
         return Submission(shown, student, "", "error",
                           "cannot tell which exercise this is (no inferlab metadata, no 8-N in the name)")
     ex = EXERCISES[ex_id]
-    spec = json.dumps({"names": [p.name for p in ex.parts],
-                       "probes": {p.name: [list(a) for a in p.probes] for p in ex.parts if p.probes}})
+    try:
+        public = refs.public(ex_id)
+        chosen, expected = refs.variant(ex_id, variants.seed(run.key, student, ex_id))
+    except Exception as err:  # a reference failed here: the grader's fault, said as such
+        return _all(ex, shown, student, "error",
+                    f"the grader could not compute the references: {type(err).__name__}: {err}"[:300])
+    index = variants.parameters_cell(nb, list(ex.inputs)) if ex.inputs else None
+    books = {"public": nb} if index is None else {"variant": variants.with_inputs(nb, index, chosen),
+                                                   "public": variants.with_inputs(nb, index, ex.inputs)}
+    try:
+        flagged = review.flags(nb, ex)
+    except Exception as err:  # the reading failed: a person looks at every part
+        flagged = {p.name: f"its code could not be read for review ({type(err).__name__})" for p in ex.parts}
+    spec = {"names": [p.name for p in ex.parts],
+            "probes": {p.name: [list(a) for a in p.probes] for p in ex.parts if p.probes}}
     work = Path(tempfile.mkdtemp(prefix="sub-", dir=run.folder))
     try:
-        copy = work / "submission.ipynb"
-        copy.write_bytes(data)
-        copy.chmod(0o644)
-        inside = INSIDE if run.confined else copy
-        out = sb.run([sb.PYTHON, "-m", "inferlab.exercises.worker", str(inside), spec, f"{run.timeout_s:g}"],
-                     deadline_s=run.timeout_s + STARTUP_S, binds=run.binds, files={**run.covers, INSIDE: copy},
+        files, inside = {}, []
+        for label, book in books.items():
+            copy = work / f"{label}.ipynb"
+            copy.write_text(nbformat.writes(book), encoding="utf-8")
+            copy.chmod(0o644)
+            files[INSIDE / copy.name] = copy
+            inside.append(str(INSIDE / copy.name if run.confined else copy))
+        spec["runs"] = inside
+        out = sb.run([sb.PYTHON, "-m", "inferlab.exercises.worker", inside[0], json.dumps(spec), f"{run.timeout_s:g}"],
+                     deadline_s=len(books) * run.timeout_s + STARTUP_S, binds=run.binds, files={**run.covers, **files},
                      limits=run.limits, confined=run.confined, cwd=work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -333,10 +291,21 @@ def _grade(path: Path, name: str, shown: str, expected: Mapping[str, Mapping[str
         return _all(ex, shown, student, "error", f"the worker died ({why})"[:300])
     if status != "graded":
         return _all(ex, shown, student, "timeout" if status == "timeout" else "error", message)
-    answers, nonce = result.get("answers"), str(result.get("nonce", ""))
-    answers = answers if isinstance(answers, dict) else {}
-    sub = Submission(shown, student, ex_id, "graded", message, _part_results(ex, answers, nonce, expected))
+    runs = {}
+    for label, r in zip(books, result.get("runs") if isinstance(result.get("runs"), list) else []):
+        if isinstance(r, dict) and r.get("status") == "graded" and isinstance(r.get("answers"), dict):
+            runs[label] = (r["answers"], str(r.get("nonce", "")))
+    if not runs:
+        return _all(ex, shown, student, "error", "no answers came back")
+    sub = Submission(shown, student, ex_id, "graded", message,
+                     _part_results(ex, runs, expected, public, flagged, varied=index is not None),
+                     variant=chosen if index is not None else {})
     sub.flags += [exercise_flag] if exercise_flag else []
+    if index is None:
+        sub.flags.append("no cell tagged parameters: the notebook could not be run on a variant")
+    if "variant" in books and "public" not in runs:
+        sub.flags.append("the run on the public inputs did not finish: graded on the variant alone")
+    answers, nonce = runs.get("public") or next(iter(runs.values()))
     try:
         declared = decode(answers.get("STUDENT", {"error": ""}), nonce)
     except Unreadable:
@@ -348,27 +317,74 @@ def _grade(path: Path, name: str, shown: str, expected: Mapping[str, Mapping[str
     return sub
 
 
-def _part_results(ex: Exercise, answers: dict[str, Any], nonce: str,
-                  expected: Mapping[str, Mapping[str, Any]]) -> list[PartResult]:
-    results, refs, failed = [], {}, ""
+class _Unread(str):
+    """Why an answer could not be read (a part's error)."""
+
+
+def _value(runs: Mapping[str, tuple[dict[str, Any], str]], label: str, name: str) -> Any:
+    answers, nonce = runs[label]
     try:
-        refs = expected[ex.id] if ex.id in expected else _References()[ex.id]
-    except Exception as err:  # a reference failed here: the grader's fault, said as such
-        failed = f"the grader could not compute the references: {type(err).__name__}: {err}"[:300]
+        return decode(answers.get(name, {"error": "no answer came back"}), nonce)
+    except Unreadable as err:
+        return _Unread(str(err))
+
+
+def _part_results(ex: Exercise, runs: Mapping[str, tuple[dict[str, Any], str]], expected: Mapping[str, Any],
+                  public: Mapping[str, Any], flagged: Mapping[str, str] | None = None,
+                  varied: bool = True) -> list[PartResult]:
+    """Each part's result from the runs' answers (``runs``: 'variant' and/or 'public' -> (answers, nonce)).
+
+    ``expected``: the variant's references, ``public``: the public ones; ``flagged``: parts the review sends to
+    a person; ``varied``: whether the notebook could be run on the variant at all.
+    """
+    flagged = flagged or {}
+    graded_on = "variant" if "variant" in runs else "public"
+    results = []
     for part in ex.parts:
         max_points = 0.0 if part.manual else part.points
-        if failed and not part.manual:
-            results.append(PartResult(part.name, "error", 0.0, max_points, failed))
+        value = _value(runs, graded_on, part.name)
+        if isinstance(value, _Unread):
+            results.append(PartResult(part.name, "error", 0.0, max_points, f"the answer could not be read: {value}"))
             continue
-        try:
-            value = decode(answers.get(part.name, {"error": "no answer came back"}), nonce)
-        except Unreadable as err:
-            results.append(PartResult(part.name, "error", 0.0, max_points, f"the answer could not be read: {err}"))
+        if part.manual:
+            text = _value(runs, "public", part.name) if "public" in runs else value
+            text = text if isinstance(text, str) and not isinstance(text, _Unread) else value
+            verdict = judge(part, text)
+            results.append(PartResult(part.name, verdict.status, 0.0, 0.0, "" if verdict.status == "manual" else
+                                      verdict.message, str(text)[:MAX_TEXT] if verdict.status == "manual" else ""))
             continue
-        verdict = judge(part, value, None if part.manual else refs[part.name])
-        results.append(PartResult(part.name, verdict.status, verdict.points, max_points,
-                                  "" if verdict.status == "correct" else verdict.message))
+        verdict = judge(part, value, (expected if graded_on == "variant" else public)[part.name])
+        on_public = None
+        if graded_on == "variant" and "public" in runs:
+            seen = _value(runs, "public", part.name)
+            on_public = None if isinstance(seen, _Unread) else judge(part, seen, public[part.name])
+        results.append(_combine(part, max_points, verdict, on_public, flagged.get(part.name, ""), varied))
     return results
+
+
+def _combine(part: Any, max_points: float, verdict: Any, on_public: Any, flagged: str, varied: bool) -> PartResult:
+    """One part's status from its verdict on the variant, on the public inputs, and what the review found."""
+    name = part.name
+    if verdict.status == "not attempted":
+        return PartResult(name, "not attempted", 0.0, max_points, verdict.message)
+    if flagged:
+        return PartResult(name, "needs review", 0.0, max_points, f"{flagged}; the answer is {verdict.status}"
+                          + ("" if varied else " on the notebook's own inputs"))
+    if not varied:
+        return PartResult(name, "needs review", 0.0, max_points, "the cell tagged parameters is missing, so the "
+                          f"notebook ran on its own inputs only; the answer is {verdict.status} on them")
+    public_ok = on_public is None or on_public.status == "correct"
+    if verdict.status == "correct" and public_ok:
+        return PartResult(name, "correct", verdict.points, max_points, "")
+    if verdict.status == "correct":
+        return PartResult(name, "needs review", 0.0, max_points,
+                          f"correct on the variant but {on_public.status} on the public inputs")
+    if verdict.status == "close":
+        return PartResult(name, "close", 0.0, max_points, verdict.message)
+    if on_public is not None and on_public.status == "correct":
+        return PartResult(name, "wrong on variant", 0.0, max_points, "correct on the public inputs, wrong on the "
+                          "variant: compute the answer from the inputs in the parameters cell, not typed numbers")
+    return PartResult(name, verdict.status, 0.0, max_points, verdict.message)
 
 
 def _all(ex: Exercise, file: str, student: str, status: str, message: str) -> Submission:
@@ -378,11 +394,12 @@ def _all(ex: Exercise, file: str, student: str, status: str, message: str) -> Su
 
 # ---- the batch ------------------------------------------------------------------------------------------
 def grade(inputs: list[Path], out_dir: Path, jobs: int = 2, timeout_s: float = DEFAULT_TIMEOUT_S,
-          progress: bool = True, sandbox: bool = True) -> list[Submission]:
-    """Grade every submission in ``inputs`` in parallel and write report.json and grades.csv into ``out_dir``.
+          progress: bool = True, sandbox: bool = True, secret: str | None = None) -> list[Submission]:
+    """Grade every submission in ``inputs`` in parallel and write the reports (``exports``) into ``out_dir``.
 
     ``sandbox=False`` runs student code unconfined (the report says so); with ``sandbox=True`` and no
-    sandbox possible here, SandboxUnavailable says why before anything runs.
+    sandbox possible here, SandboxUnavailable says why before anything runs. ``secret`` seeds the
+    variants (default ``$INFERLAB_GRADE_SECRET``, else drawn for this run).
     """
     if jobs < 1:
         raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
@@ -390,12 +407,12 @@ def grade(inputs: list[Path], out_dir: Path, jobs: int = 2, timeout_s: float = D
         raise ValueError(f"timeout_s must be a finite number > 0, got {timeout_s!r}")
     if sandbox and (reason := sb.unavailable()):
         raise SandboxUnavailable(reason)
-    expected = _References()
+    references = _References()
     with sb.run_folder() as folder:
-        run = _Run.make(folder, timeout_s, sandbox)
+        run = _Run.make(folder, timeout_s, sandbox, secret)
         entries = collect(inputs, folder / "staging")
         with cf.ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(_grade_entry, e, expected, run) for e in entries]
+            futures = [pool.submit(_grade_entry, e, references, run) for e in entries]
             if progress:
                 from tqdm.auto import tqdm
 
@@ -407,10 +424,10 @@ def grade(inputs: list[Path], out_dir: Path, jobs: int = 2, timeout_s: float = D
     return results
 
 
-def _grade_entry(entry: Entry, expected: _References, run: _Run) -> Submission:
+def _grade_entry(entry: Entry, references: _References, run: _Run) -> Submission:
     if entry.path is None:
         return Submission(entry.label, _student(entry.name), "", "error", entry.error)
-    return grade_file(entry.path, run.timeout_s, entry.label, expected, name=entry.name, run=run)
+    return grade_file(entry.path, run.timeout_s, entry.label, references, name=entry.name, run=run)
 
 
 def _flag_duplicates(results: list[Submission]) -> None:
@@ -420,53 +437,37 @@ def _flag_duplicates(results: list[Submission]) -> None:
             s.flags.append(f"{n} submissions of {s.exercise or 'this file'} under this name")
 
 
-def _cell(v: Any) -> Any:
-    """A CSV cell a spreadsheet will not run as a formula (a leading = + - @ gets a quote)."""
-    return "'" + v if isinstance(v, str) and v.startswith(_FORMULA) else v
-
-
 def _write(results: list[Submission], out_dir: Path, how: dict[str, Any]) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    report = {"grader": how, "submissions": [{**asdict(s), "points": s.points} for s in results]}
-    _atomic(out_dir / "report.json", json.dumps(report, indent=1, default=str))
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["student", "exercise", "part", "status", "points", "max_points", "file", "message", "flags"])
-    for s in results:
-        flags = "; ".join(s.flags)
-        rows = [[p.part, p.status, p.points, p.max_points, p.message] for p in s.parts] or \
-            [["", s.status, 0, 0, s.message]]
-        for part, status, points, max_points, message in rows:
-            w.writerow([_cell(x) for x in (s.student, s.exercise, part, status, points, max_points, s.file, message,
-                                           flags)])
-    _atomic(out_dir / "grades.csv", buf.getvalue())
-
-
-def _atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all: a temporary file beside it, then os.replace."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with open(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """report.json, grades.csv, free_text.md and the PrairieLearn results (``exports.write_reports``)."""
+    exports.write_reports(results, out_dir, how)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: grade submissions into --out; exit status 0 when the report was written, 2 when refused."""
-    ap = argparse.ArgumentParser(prog="python -m inferlab.grade", description=__doc__.split("\n")[0])
+    """Command line: grade submissions into --out (0 when the report was written, 2 when refused); or
+    ``bundle --gradescope OUT.zip`` (write a Gradescope autograder) and ``gradescope --root DIR`` (what that
+    autograder runs)."""
+    args_in = sys.argv[1:] if argv is None else argv
+    if args_in[:1] in (["bundle"], ["gradescope"]):
+        from . import bundle
+
+        return bundle.main(args_in)
+    ap = argparse.ArgumentParser(prog="python -m inferlab.grade", description=__doc__.split("\n")[0],
+                                 epilog="python -m inferlab.grade bundle --gradescope OUT.zip writes a Gradescope "
+                                 "autograder instead.")
     ap.add_argument("submissions", nargs="+", type=Path, help="notebooks, folders or zip files")
-    ap.add_argument("--out", required=True, type=Path, help="folder for report.json and grades.csv")
+    ap.add_argument("--out", required=True, type=Path,
+                    help="folder for report.json, grades.csv, free_text.md and the PrairieLearn results")
     ap.add_argument("-j", "--jobs", type=int, default=2, help="submissions graded at once")
     ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
-                    help="seconds for a notebook's cells together (the kernel's start not counted)")
+                    help="seconds for a notebook's cells together, per run (the kernel's start not counted)")
+    ap.add_argument("--secret", default=None, help=f"seeds the students' variants (default ${variants.SECRET_ENV}, "
+                    "else drawn for this run and recorded nowhere)")
     ap.add_argument("--no-sandbox", action="store_true",
                     help="run student code unconfined, as this user (only for code you trust)")
-    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    args = ap.parse_args(args_in)
     try:
-        results = grade(args.submissions, args.out, args.jobs, args.timeout, sandbox=not args.no_sandbox)
+        results = grade(args.submissions, args.out, args.jobs, args.timeout, sandbox=not args.no_sandbox,
+                        secret=args.secret)
     except SandboxUnavailable as err:
         print(f"refusing to grade: no sandbox for student code ({err}); install bubblewrap "
               "(apt-get install bubblewrap) or pass --no-sandbox for notebooks you trust", file=sys.stderr)

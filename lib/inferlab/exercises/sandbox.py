@@ -47,7 +47,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SANDBOX_UID", "RESULT_FD_ENV", "OWNER_ENV", "PRIVATE_ENV", "PYTHON", "Limits", "Outcome", "SandboxUnavailable", "bwrap_command", "run",
+__all__ = ["SANDBOX_UID", "RESULT_FD_ENV", "OWNER_ENV", "PRIVATE_ENV", "PYTHON",
+           "Limits", "Outcome", "SandboxUnavailable", "bwrap_command", "run",
            "unavailable", "run_folder", "runs_root", "python_paths"]
 
 SANDBOX_UID = 65534  # nobody
