@@ -27,8 +27,8 @@ from .core import STATUSES, Exercise, Part, Verdict, attempted, judge
 __all__ = ["EXERCISES", "Exercise", "Part", "Verdict", "STATUSES", "attempted", "judge", "exercise", "answer_of",
            "check", "checker"]
 
-_SYMBOLS = {"correct": "✅ correct", "close": "🟨 close", "wrong": "❌ not yet",
-            "not attempted": "⬜ not attempted", "manual": "📝 saved for your instructor"}
+_SYMBOLS = {"correct": "✓ correct", "close": "≈ close", "wrong": "✗ not yet",  # symbols the book's webfonts carry
+            "not attempted": "○ not attempted", "manual": "✎ saved for your instructor"}
 
 
 def exercise(exercise_id: str) -> Exercise:
