@@ -123,6 +123,18 @@ def items(name: str, value: Iterable) -> list:
     raise ValueError(f"{name} must be a sequence (a list, tuple or array), got {type(value).__name__}: {value!r:.80}")
 
 
+def distinct_ids(name: str, values: Iterable) -> list:
+    """``values`` as a list if they are at least one id, hashable and all different (sequence ids of a batch)."""
+    ids = items(name, values)
+    try:
+        distinct = len(set(ids)) == len(ids)
+    except TypeError:  # an unhashable id
+        distinct = False
+    if not ids or not distinct:
+        raise ValueError(f"{name} must be distinct, hashable sequence ids (at least one), got {ids!r:.80}")
+    return ids
+
+
 def real_array(name: str, values: Iterable[float]) -> np.ndarray:
     """``values`` as a new 1-D float64 array if they are real numbers (ints or floats: not bools, complex or str)."""
     listed = None if isinstance(values, np.ndarray) else items(name, values)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import MAX_COUNT, generator, instance, items, non_negative_int, positive, positive_int, token_ids
+from .._validate import MAX_COUNT, distinct_ids, generator, instance, non_negative_int, positive, positive_int, token_ids
 from ..models import ModelSpec
 from . import reference
 from .paged_kv import PagedKVCache
@@ -192,13 +192,7 @@ class TinyQwen3:
     def decode(self, cache: PagedKVCache, seq_ids: Sequence[Hashable], tokens: Sequence[int]) -> np.ndarray:
         """One decode step: feed one token per sequence, attend through the block tables; logits ``[batch, vocab]``."""
         instance("cache", cache, PagedKVCache)
-        seq_ids = items("seq_ids", seq_ids)
-        try:
-            distinct = len(set(seq_ids)) == len(seq_ids)
-        except TypeError:  # an unhashable id
-            distinct = False
-        if not seq_ids or not distinct:
-            raise ValueError(f"seq_ids must be distinct, hashable sequence ids (at least one), got {seq_ids!r:.80}")
+        seq_ids = distinct_ids("seq_ids", seq_ids)
         t = self._tokens(tokens)
         if len(t) != len(seq_ids):
             raise ValueError(f"tokens must hold one token per sequence of seq_ids ({len(seq_ids)}), got {len(t)}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from .._validate import instance, items
+from .._validate import distinct_ids, instance
 from .paged_kv import PagedKVCache
 from .tiny_model import TinyQwen3
 
@@ -60,13 +60,7 @@ def decode_traffic(model: TinyQwen3, cache: PagedKVCache, seq_ids: Sequence[Hash
     if (cache.n_layers, cache.n_kv_heads, cache.head_dim) != (c.n_layers, c.n_kv_heads, c.head_dim):
         raise ValueError(f"cache must be shaped for model (layers, KV heads, head_dim = {c.n_layers}, {c.n_kv_heads}, "
                          f"{c.head_dim}), got {cache.n_layers}, {cache.n_kv_heads}, {cache.head_dim}")
-    seq_ids = items("seq_ids", seq_ids)
-    try:
-        distinct = len(set(seq_ids)) == len(seq_ids)
-    except TypeError:  # an unhashable id
-        distinct = False
-    if not seq_ids or not distinct:
-        raise ValueError(f"seq_ids must be distinct, hashable sequence ids (at least one), got {seq_ids!r:.80}")
+    seq_ids = distinct_ids("seq_ids", seq_ids)
     per_token = 2 * c.n_layers * c.n_kv_heads * c.head_dim * cache.dtype_bytes
     kv: dict[Hashable, int] = {}
     for s in seq_ids:
