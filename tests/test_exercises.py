@@ -348,3 +348,16 @@ def test_check_says_close_and_notes_changed_inputs(tmp_path, forked_kernels) -> 
     verdicts = _verdicts(nb, "8-8", tmp_path)
     assert "≈ close: check the rounding (to two decimals)" in verdicts[1]
     assert "inputs differ" in verdicts[1] and "✓" in verdicts[2]
+
+
+def test_a_cell_ending_in_check_shows_its_verdict_once_and_no_repr(tmp_path) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from inferlab.exercises import checker\ncheck = checker('8-8')\ncheck('halved_s', 1.0)")])
+    NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = nb.cells[0].outputs
+    shown = [o for o in outputs if o.output_type in ("display_data", "execute_result")]
+    assert len(shown) == 1 and "text/markdown" in shown[0].data, outputs
+    assert not any("Verdict(" in str(o) for o in outputs)

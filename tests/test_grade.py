@@ -130,8 +130,10 @@ def _grade_the_batch(tmp_path_factory):
         z.writestr("gus_1234_8-3-block-size.ipynb", nbformat.writes(submission("8-3", "", wrong=True)))
     with zipfile.ZipFile(zips / "empty.zip", "w"):
         pass
-    # the grader's own temporary folders (other test chains run beside this one and make their own inferlab-* folders)
-    temporary = lambda: {*Path(tempfile.gettempdir()).glob("inferlab-grade*"), *sandbox.runs_root().glob("*")}  # noqa: E731
+    # this process' own grading folders: other workers and test chains grade beside this one, in their own folders
+    mine = f"-{os.getpid()}-"
+    temporary = lambda: ({p for p in Path(tempfile.gettempdir()).glob("inferlab-grade*") if p != sandbox.runs_root()}  # noqa: E731
+                         | {p for p in sandbox.runs_root().glob("*") if mine in p.name})
     temporary_before = temporary()
     inputs_before = {**_digest(subs), **_digest(zips)}
     lib_before = _digest(LIB / "inferlab" / "exercises")

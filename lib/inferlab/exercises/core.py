@@ -253,6 +253,9 @@ class Verdict:
     points: float
     message: str
 
+    def _ipython_display_(self) -> None:
+        """Nothing: ``check`` has already shown the verdict as a line of text, so a cell ending in it shows no repr."""
+
 
 def attempted(value: Any) -> bool:
     """False for the placeholders a shipped notebook holds (``...``, None, an empty or '...' string)."""
