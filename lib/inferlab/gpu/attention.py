@@ -2,8 +2,8 @@
 
 Decode attention is one swappable function (``DECODE_ATTENTION``, chosen by ``Settings.attention``):
 ``gather`` (``paged_attention``) copies each sequence's blocks into a contiguous tensor and calls
-``scaled_dot_product_attention``; an in-place paged kernel (``inferlab.kernels.triton_paged``)
-registers beside it with the same signature::
+``scaled_dot_product_attention``; ``paged`` (``triton_paged_attention``) is the in-place Triton
+kernel (``inferlab.kernels.triton_paged``), registered beside it with the same signature::
 
     attend(q [b, h, d], k_cache [blocks, block_size, kv, d], v_cache, block_tables [b, m] (no -1),
            context_lens [b], full_blocks: bool) -> [b, h, d]
@@ -96,17 +96,33 @@ def chunk_attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor",
 
 @dataclass(frozen=True)
 class DecodeAttention:
-    """A decode attention implementation: the function, and whether it runs through SDPA (then a backend is pinned)."""
+    """A decode attention implementation: the function, whether it runs through SDPA (then a backend is pinned),
+    and whether it reads K/V in place through the block tables (no gathered copy: nothing to time for a gather)."""
 
     fn: Callable[..., "torch.Tensor"]
     sdpa: bool = True
+    in_place: bool = False
 
 
-#: An in-place kernel registers here with the same signature, importing its module inside the function
-#: (tests/test_layout.py), e.g. ``DecodeAttention(lambda q, k, v, t, lens, full_blocks=False:
-#: paged_attention_triton(q, k, v, t, lens, check_values=False), sdpa=False)``; ``Settings.attention`` picks it.
+def triton_paged_attention(q: "torch.Tensor", k_cache: "torch.Tensor", v_cache: "torch.Tensor",
+                           block_tables: "torch.Tensor", context_lens: "torch.Tensor",
+                           full_blocks: bool = False) -> "torch.Tensor":
+    """Decode attention read in place through the block tables by the Triton kernel (``inferlab.kernels.triton_paged``).
+
+    ``full_blocks`` is accepted for the common signature and ignored: the kernel masks each context
+    to its length itself. The values are not checked (no device sync, so CUDA graphs can capture it);
+    on the CPU Triton runs only under its interpreter (``TRITON_INTERPRET=1`` before triton is imported).
+    """
+    from ..kernels.triton_paged import paged_attention_triton
+
+    return paged_attention_triton(q, k_cache, v_cache, block_tables, context_lens, check_values=False)
+
+
+#: Each decode attention, by the name ``Settings.attention`` picks. An in-place kernel imports its module
+#: inside its function (tests/test_layout.py): ``paged`` is the Triton kernel, which needs triton.
 DECODE_ATTENTION: dict[str, DecodeAttention] = {
     "gather": DecodeAttention(paged_attention),
+    "paged": DecodeAttention(triton_paged_attention, sdpa=False, in_place=True),
 }
 
 

@@ -8,8 +8,10 @@ attention, and that conversion is timed as part of the step (the T_c of section 
 
 One layer's attention takes microseconds, less than launching it from Python: every time here
 is a CUDA-graph replay with the L2 cache flushed before it (``timing.median_time``). The paged
-rows run ``Settings.attention`` (``attention.DECODE_ATTENTION``: the gather + SDPA reference, or
-an in-place kernel registered beside it); SDPA's backend is pinned per point and recorded.
+rows run ``Settings.attention`` (``attention.DECODE_ATTENTION``: ``gather``, the gather + SDPA reference,
+or ``paged``, the in-place Triton kernel) against contiguous attention (SDPA over one contiguous K/V
+buffer per sequence); each row names the attention that ran (``attention_ran``), and SDPA's backend
+is pinned per point and recorded.
 """
 
 from __future__ import annotations
@@ -63,8 +65,8 @@ KV_PRESETS = {
     "quick": KVSizes(16, (2048, 8192, 32768)),
     "tiny": KVSizes(2, (32, 64), n_heads=4, n_kv_heads=2, head_dim=64),
 }
-PAGED_COLUMNS = ("layout", "block_size", "batch", "context", "time_s", "gather_s", "kv_bytes", "achieved_Bps",
-                 "predicted_s")
+PAGED_COLUMNS = ("layout", "attention_ran", "block_size", "batch", "context", "time_s", "gather_s", "max_abs_diff",
+                 "kv_bytes", "achieved_Bps", "predicted_s")
 KV_COLUMNS = ("format", "batch", "context", "time_s", "dequant_s", "kv_bytes", "predicted_s")
 #: Stored bytes per K or V value in each format this experiment runs (q8_0: its codes and fp16 scale per 32 values).
 KV_STORED_BYTES = {"bf16": 2.0, "fp8": 1.0, "q8_0": block_format("q8_0").bits_per_value / 8}
@@ -130,31 +132,46 @@ def _timed(fn: Callable[[], object], s: Settings, flush, uses_sdpa: bool = True)
     return median_time(pinned(fn, backend), s.device, s.warmup, s.repeats, graph=s.graphs, flush=flush), backend
 
 
+def _max_abs_diff(a: "torch.Tensor", b: "torch.Tensor") -> float:  # noqa: F821
+    """Largest |a - b|, computed in float32."""
+    return float((a.float() - b.float()).abs().max()) if a.numel() else 0.0
+
+
 def paged_vs_contiguous(s: Settings, z: PagedSizes = PagedSizes(), info: DeviceInfo | None = None) -> Iterator[dict]:
-    """Decode attention time (s) over K/V in shuffled blocks of each size, and over contiguous K/V; the gather timed alone."""
+    """Decode attention time (s) over K/V in shuffled blocks of each size (``Settings.attention``), and over contiguous K/V.
+
+    Each row names the attention that ran (``attention_ran``: ``contiguous`` for SDPA over one
+    contiguous K/V buffer per sequence, else ``Settings.attention``). ``gather_s`` is the gather alone,
+    timed for an attention that gathers (0 for one that reads the blocks in place). ``max_abs_diff``
+    is the largest difference of the row's output from the gather path's (``DECODE_ATTENTION["gather"]``)
+    over the same K/V: the contiguous row is that path with one block per sequence.
+    """
     import torch
 
     info = info or device_info(s.device, s.card)
     bw = info.accelerator.hbm_bandwidth if info.accelerator else None
-    attention = decode_attention(s.attention)
+    attention, reference = decode_attention(s.attention), decode_attention("gather")
     flush = L2Flush(s.device) if s.flush_l2 else False
     points = [(L, p) for L in z.contexts for p in (0, *z.block_sizes)]
     for L, p in tqdm(points, desc="paged_vs_contiguous", disable=not s.progress):
         if p == 0:  # one context's q, K, V for all its layouts
             q, k, v = _qkv(z.batch, L, z, s.device, s.dtype, s.seed)
-        lens = torch.full((z.batch,), L, device=s.device)
+        lens = torch.full((z.batch,), L, device=s.device, dtype=torch.int32)  # int32, as the Triton kernel takes
         full = L % max(p, 1) == 0  # contexts that fill their blocks need no mask (flash attention)
         kv_bytes = 2 * k.numel() * k.element_size()
         common = dict(batch=z.batch, context=L, kv_bytes=kv_bytes, predicted_s=kv_bytes / bw if bw else None)
         if p == 0:
             t, backend = _timed(lambda: contiguous_attention(q, k, v), s, flush)
-            yield dict(layout="contiguous", block_size=L, time_s=t, gather_s=0.0, achieved_Bps=kv_bytes / t,
-                       backend=backend, **common)
+            one_block = torch.arange(z.batch, device=s.device)[:, None]  # sequence b's K/V is block b, of L tokens
+            want = reference.fn(q, k, v, one_block, lens, full_blocks=True)
+            diff = _max_abs_diff(pinned(lambda: contiguous_attention(q, k, v), backend)(), want)
+            yield dict(layout="contiguous", attention_ran="contiguous", block_size=L, time_s=t, gather_s=0.0,
+                       max_abs_diff=diff, achieved_Bps=kv_bytes / t, backend=backend, **common)
             continue
         m = -(-L // p)
         num_blocks = z.batch * m
         perm = torch.randperm(num_blocks, generator=torch.Generator().manual_seed(s.seed + p)).to(s.device)
-        tables = perm.reshape(z.batch, m)
+        tables = perm.reshape(z.batch, m).to(torch.int32)
         kc = torch.zeros(num_blocks, p, z.n_kv_heads, z.head_dim, device=s.device, dtype=k.dtype)
         vc = torch.zeros_like(kc)
         pad = m * p - L
@@ -163,10 +180,13 @@ def paged_vs_contiguous(s: Settings, z: PagedSizes = PagedSizes(), info: DeviceI
         kc[perm], vc[perm] = kp, vp  # row b's block j lives at physical block tables[b, j]
         del kp, vp
         t, backend = _timed(lambda: attention.fn(q, kc, vc, tables, lens, full_blocks=full), s, flush, attention.sdpa)
-        tg = median_time(lambda: (gather_blocks(kc, tables), gather_blocks(vc, tables)), s.device, s.warmup,
-                         s.repeats, graph=s.graphs, flush=flush)
-        yield dict(layout="paged", block_size=p, time_s=t, gather_s=tg, achieved_Bps=kv_bytes / t,
-                   backend=backend or s.attention, **common)
+        tg = 0.0 if attention.in_place else median_time(
+            lambda: (gather_blocks(kc, tables), gather_blocks(vc, tables)), s.device, s.warmup, s.repeats,
+            graph=s.graphs, flush=flush)
+        got = pinned(lambda: attention.fn(q, kc, vc, tables, lens, full_blocks=full), backend)()
+        diff = _max_abs_diff(got, reference.fn(q, kc, vc, tables, lens, full_blocks=full))
+        yield dict(layout="paged", attention_ran=s.attention, block_size=p, time_s=t, gather_s=tg,
+                   max_abs_diff=diff, achieved_Bps=kv_bytes / t, backend=backend or s.attention, **common)
 
 
 def kv_formats(s: Settings, z: KVSizes = KVSizes(), info: DeviceInfo | None = None) -> Iterator[dict]:
