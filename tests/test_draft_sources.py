@@ -42,3 +42,16 @@ def test_bad_input_names_the_parameter(kwargs, match) -> None:
             "draft_weight_bytes": 2.1 * GB, "bandwidth": BW} | kwargs
     with pytest.raises(ValueError, match=match):
         source_round(**args)
+
+
+def test_a_network_ties_plain_decode_at_its_tie_overhead() -> None:
+    from inferlab.speculative import tie_forward_overhead
+
+    for source, per_round in (("draft model, serial", 4), ("draft model, parallel", 1)):
+        ovh = tie_forward_overhead(source, 4, 0.75, PLAIN, 2.10 * GB, BW)
+        assert source_round(source, 4, 0.75, PLAIN, 2.10 * GB, BW, ovh).per_token_s == pytest.approx(PLAIN)
+    assert round(tie_forward_overhead("draft model, serial", 4, 0.75, PLAIN, 2.10 * GB, BW) / ms, 1) == 9.9
+    assert round(tie_forward_overhead("draft model, parallel", 4, 0.75, PLAIN, 2.10 * GB, BW) / ms, 1) == 50.3
+    assert tie_forward_overhead("draft model, serial", 4, 0.05, PLAIN, 2.10 * GB, BW) < 0  # reads alone lose
+    with pytest.raises(ValueError, match="source"):
+        tie_forward_overhead("context lookup", 4, 0.75, PLAIN, 2.10 * GB, BW)

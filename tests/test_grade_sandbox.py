@@ -301,3 +301,21 @@ def test_the_exercise_comes_from_metadata_or_name_and_a_disagreement_is_flagged(
     assert grade._exercise_of("x/ada_8-3.ipynb", said) == ("8-8", "the notebook says exercise 8-8, its name 8-3")
     assert grade._exercise_of("ada_8-3.ipynb", {"metadata": {}}) == ("8-3", "")
     assert grade._exercise_of("8-8/ada.ipynb", {"metadata": {}}) == (None, "")
+
+
+def test_a_run_that_requires_the_sandbox_stops_when_none_can_be_made(tmp_path) -> None:
+    """``make unit`` sets INFERLAB_REQUIRE_SANDBOX: without bwrap the session stops with the reason, nothing skips."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "INFERLAB_REQUIRE_SANDBOX": "1", "PATH": str(tmp_path)}  # no bwrap on this PATH
+    run = subprocess.run([sys.executable, "-m", "pytest", "tests/test_layout.py::test_every_module_is_in_a_layer", "-q",
+                          "-p", "no:cacheprovider", "-p", "no:xdist"], cwd=root, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode != 0 and "the grader's sandbox is required here" in run.stdout + run.stderr
+    assert "bwrap is not installed" in run.stdout + run.stderr
+    env.pop("INFERLAB_REQUIRE_SANDBOX")
+    assert subprocess.run([sys.executable, "-m", "pytest", "tests/test_layout.py::test_every_module_is_in_a_layer",
+                           "-q", "-p", "no:cacheprovider", "-p", "no:xdist"], cwd=root, env=env,
+                          capture_output=True, timeout=120).returncode == 0

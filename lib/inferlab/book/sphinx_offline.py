@@ -220,7 +220,7 @@ def _page_context(app: Any, pagename: str, templatename: str, context: dict[str,
             context["body"] = try_live_banner(pagename) + context["body"]
 
 
-class _PageText(HTMLParser):
+class PageText(HTMLParser):
     """What a built page shows as text (scripts and styles left out) and the files it loads."""
 
     def __init__(self) -> None:
@@ -233,7 +233,7 @@ class _PageText(HTMLParser):
         a = dict(attrs)
         if tag in ("script", "style"):
             self._skip += 1
-        if tag == "script" and a.get("src"):
+        if tag in ("script", "img") and a.get("src"):
             self.loads.append(a["src"])
         elif tag == "link" and a.get("href"):
             self.loads.append(a["href"])
@@ -257,7 +257,7 @@ def _read_pages(outdir: Path) -> tuple[str, set[Path]]:
     """All the text the built pages show, and every file they load (resolved)."""
     text, loads = [], set()
     for page in built_pages(outdir):
-        parser = _PageText()
+        parser = PageText()
         parser.feed(page.read_text(encoding="utf-8"))
         text.append("".join(parser.text))
         for ref in parser.loads:

@@ -13,13 +13,13 @@
 from .cost import expected_tokens, tokens_distribution
 from .decoder import DecodeResult, speculative_decode
 from .policy import simulate_speculative, speculative_plan
-from .sources import DRAFT_SOURCES, SourceRound, source_round
+from .sources import DRAFT_SOURCES, SourceRound, source_round, tie_forward_overhead
 from .verify import (Verdict, acceptance_probability, acceptance_rate, emission_distribution, greedy_verify, residual,
                      sample_position, two_symbol_paths, verify_sample)
 
 __all__ = [
     "expected_tokens", "tokens_distribution", "DecodeResult", "speculative_decode", "simulate_speculative",
-    "speculative_plan", "DRAFT_SOURCES", "SourceRound", "source_round", "Verdict", "acceptance_probability",
+    "speculative_plan", "DRAFT_SOURCES", "SourceRound", "source_round", "tie_forward_overhead", "Verdict", "acceptance_probability",
     "acceptance_rate", "emission_distribution", "greedy_verify", "residual", "sample_position", "two_symbol_paths",
     "verify_sample",
 ]

@@ -12,15 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._validate import MAX_COUNT, finite_result, fraction, non_negative, one_of, positive, positive_int
-from ..units import ms
-from .cost import draft_forward_s, drafting_s, expected_tokens
+from ..units import GB, ms
+from .cost import break_even_draft_s, draft_forward_s, drafting_s, expected_tokens
 
-__all__ = ["DRAFT_SOURCES", "LOOKUP_S", "SourceRound", "source_round"]
+__all__ = ["DRAFT_SOURCES", "LOOKUP_S", "DFLASH_WEIGHT_BYTES", "SourceRound", "source_round", "tie_forward_overhead"]
 
 #: The sources ``source_round`` models.
 DRAFT_SOURCES = ("context lookup", "draft model, serial", "draft model, parallel")
 #: Seconds to look the last tokens up in the context and copy what followed (section 8.5.2's 0.1 ms).
 LOOKUP_S = 0.1 * ms
+#: Weights of experiment 8-5's DFlash draft network, as the chapter prints them: about 1.95 GiB (2.10 GB).
+DFLASH_WEIGHT_BYTES = 2.10 * GB
 
 
 @dataclass(frozen=True)
@@ -70,3 +72,17 @@ def source_round(source: str, drafts: int, accept: float, verify_s: float, draft
     else:
         draft, extra = drafting_s(m, forward, parallel=source.endswith("parallel")), float(draft_weight_bytes)
     return SourceRound(source, draft, verify_s, expected_tokens([accept] * m), extra)
+
+
+def tie_forward_overhead(source: str, drafts: int, accept: float, verify_s: float, draft_weight_bytes: float,
+                         bandwidth: float) -> float:
+    """Fixed cost per draft forward (s) at which a draft network ``source`` ties plain decode (one ``verify_s`` a token).
+
+    The round may spend ``break_even_draft_s`` drafting; serial drafting pays the fixed cost once per draft, parallel
+    drafting once per round. Negative when the network's reads alone already lose.
+    """
+    one_of("source", source, DRAFT_SOURCES[1:])
+    m = positive_int("drafts", drafts)
+    budget = break_even_draft_s([fraction("accept", accept)] * m, positive("verify_s", verify_s))
+    forwards = 1 if source.endswith("parallel") else m
+    return budget / forwards - draft_forward_s(draft_weight_bytes, bandwidth)

@@ -10,12 +10,13 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from inferlab.calibration import PREFILL_MFU_SHARED_BATCH16
+from inferlab.datasets import published
 from inferlab.example import ACCELERATOR, MODEL
 from inferlab.scheduling.shapes import multiples
 from inferlab.speculative import cost as C
 from inferlab.speculative import verify as S
 from inferlab.speculative.decoder import DecodeResult
-from inferlab.speculative.sources import DRAFT_SOURCES, source_round
+from inferlab.speculative.sources import DFLASH_WEIGHT_BYTES, DRAFT_SOURCES, source_round
 from inferlab.units import GB, ms
 
 from ..widgets import Explorer, choice, explore, float_slider, int_slider
@@ -276,8 +277,8 @@ def draft_sources_figure(stages: pd.DataFrame) -> Figure:
                         "and per output token (right; dotted: plain decode, 26.26 ms).")
 
 
-#: The draft network of experiment 8-5 (DFlash, 1.95 GiB) and the bytes a batch-1 2K decode step reads (8-1).
-DFLASH_WEIGHT_BYTES, STEP_READ_BYTES = 2.10 * GB, 15.44 * GB
+#: The bytes a batch-1 2K decode step reads (experiment 8-1, as published).
+STEP_READ_BYTES = published("batch_sweep_8_1").set_index("batch").loc[1, "step_read_gb"] * GB
 
 
 class _DraftSource(InPlace):
