@@ -502,6 +502,8 @@ VALID: dict[str, Callable[..., dict]] = {
     "speculative:tokens_distribution": lambda: dict(accept_probs=[0.8, 0.6]),
     "speculative:SourceRound": lambda: dict(source="context lookup", draft_s=1e-4, verify_s=0.03, tokens=2.0,
                                             extra_bytes=0.0),
+    "speculative:tie_forward_overhead": lambda: dict(source="draft model, serial", drafts=3, accept=0.7, verify_s=0.03,
+                                                     draft_weight_bytes=2e9, bandwidth=5e11),
     "speculative:source_round": lambda: dict(source="draft model, serial", drafts=3, accept=0.7, verify_s=0.03,
                                              draft_weight_bytes=1e9, bandwidth=1e12),
     "speculative:DecodeResult": lambda: dict(tokens=np.array([1, 2]), rounds=()),

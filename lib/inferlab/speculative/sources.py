@@ -21,6 +21,8 @@ __all__ = ["DRAFT_SOURCES", "LOOKUP_S", "DFLASH_WEIGHT_BYTES", "SourceRound", "s
 DRAFT_SOURCES = ("context lookup", "draft model, serial", "draft model, parallel")
 #: Seconds to look the last tokens up in the context and copy what followed (section 8.5.2's 0.1 ms).
 LOOKUP_S = 0.1 * ms
+#: Most drafts per round a tie is worked out for (the profile is a list of that length).
+MAX_DRAFTS = 2**16
 #: Weights of experiment 8-5's DFlash draft network, as the chapter prints them: about 1.95 GiB (2.10 GB).
 DFLASH_WEIGHT_BYTES = 2.10 * GB
 
@@ -82,7 +84,7 @@ def tie_forward_overhead(source: str, drafts: int, accept: float, verify_s: floa
     drafting once per round. Negative when the network's reads alone already lose.
     """
     one_of("source", source, DRAFT_SOURCES[1:])
-    m = positive_int("drafts", drafts)
+    m = positive_int("drafts", drafts, at_most=MAX_DRAFTS)
     budget = break_even_draft_s([fraction("accept", accept)] * m, positive("verify_s", verify_s))
     forwards = 1 if source.endswith("parallel") else m
-    return budget / forwards - draft_forward_s(draft_weight_bytes, bandwidth)
+    return finite_result(budget / forwards - draft_forward_s(draft_weight_bytes, bandwidth), "verify_s")
