@@ -181,3 +181,17 @@ def test_a_gradescope_bundle_grades_a_submission_in_gradescopes_layout(tmp_path)
     assert results["score"] == EXERCISES["8-8"].max_points and len(results["tests"]) == len(EXERCISES["8-8"].parts)
     assert all(t["score"] == t["max_score"] == 1 and t["output"] == "correct" for t in results["tests"])
     assert "without a sandbox" in results["output"] and "variant" in results["output"]
+
+
+def test_no_public_answer_is_merely_close_on_a_variant() -> None:
+    """A typed public answer must read 'wrong on variant', never 'close: check the rounding' (found by the bench)."""
+    from inferlab.exercises import EXERCISES
+    from inferlab.exercises.core import compare
+
+    for ex in EXERCISES.values():
+        public = ex.expected()
+        for seed in range(6):
+            _, found = ex.variant(seed, public=public)
+            close = [p.name for p in ex.parts if not p.manual and not p.choice and p.name in found
+                     and compare(public[p.name], found[p.name], p)[0] == "close"]
+            assert not close, (ex.id, seed, close)

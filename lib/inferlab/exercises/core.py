@@ -197,7 +197,8 @@ class Exercise:
         """Inputs drawn from ``seed`` and their references: (inputs, expected); ``public``: ``expected()`` if known.
 
         Candidates whose references fail or are not finite are skipped; the first candidate that changes
-        every numeric answer (all but ``choice`` parts, booleans and strings) is taken, else the one that
+        every numeric answer (all but ``choice`` parts, booleans and strings) so that the public answer is wrong on it
+        (not merely close) is taken, else the one that
         changes most. Without ``vary`` the public inputs come back.
         """
         import numpy as np
@@ -217,7 +218,8 @@ class Exercise:
                 continue
             if not all(_finite(v) for v in found.values()):
                 continue
-            changed = sum(compare(public[p.name], found[p.name], p)[0] != "correct" for p in graded)
+            # a public answer must be plainly wrong on the variant, not "close": else a typist reads as a rounder
+            changed = sum(compare(public[p.name], found[p.name], p)[0] == "wrong" for p in graded)
             if best is None or changed > best[0]:
                 best = (changed, candidate, found)
             if changed == len(graded):
