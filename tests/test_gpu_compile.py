@@ -46,8 +46,13 @@ def compiled_env():
 
 
 def test_compiled_decode_writes_the_pools_in_place(compiled_env) -> None:
-    """One compiled step over 64 MiB per layer and pool: no pool-sized temporary, the eager step's logits and K/V."""
+    """One compiled step over 64 MiB per layer and pool: no pool-sized temporary, the eager step's logits and K/V.
+
+    The step is ``model_runs.decode_fn``'s, compiled as decode_step compiles it for its ``compiled`` and
+    ``graph+compiled`` rows (one compile serves both; the graph is captured from the compiled step on CUDA).
+    """
     from inferlab.gpu.decoder import TorchDecoder
+    from inferlab.gpu.model_runs import decode_fn
 
     dec = TorchDecoder.random(TINY, "cpu", "float32", seed=0)
     per_block = 4 * TINY.n_kv_heads * TINY.head_dim * 4  # block of 4 tokens, float32
@@ -58,8 +63,7 @@ def test_compiled_decode_writes_the_pools_in_place(compiled_env) -> None:
     k_eager, v_eager = kc.clone(), vc.clone()
     want = dec.decode(tokens, tables, lens, k_eager, v_eager, full_blocks=True)
 
-    step = torch.compile(lambda: dec.decode(tokens, tables, lens, kc, vc, full_blocks=True), fullgraph=True,
-                         dynamic=False)
+    step = decode_fn(dec, tokens, tables, lens, kc, vc, True, compiled=True)  # what decode_step's compiled paths time
     extra = peak_extra_bytes(step)
     assert extra < 16 * MiB, f"a compiled step took {extra / MiB:.0f} MiB beyond the pools (one layer's is 64 MiB)"
     torch.testing.assert_close(step(), want, rtol=1e-4, atol=1e-4)

@@ -4,11 +4,13 @@ Tests that need torch take the ``torch`` fixture, which uses ``pytest.importorsk
 guard for readers without torch; CI installs torch 2.13.0 (CPU build), so there they all run.
 CUDA-only branches are checked with mocked device facts (names, memory, the order of calls);
 torch.compile through Inductor on the CPU takes tens of seconds and lives in test_gpu_compile.py.
+The Triton kernel's rows run in Triton's interpreter (TRITON_INTERPRET=1, set before triton is imported).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 import time
@@ -31,6 +33,7 @@ from inferlab.models import MODELS
 from inferlab.units import GiB
 
 QWEN = MODELS["qwen3-8b"]
+os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported: the Triton kernel's rows run in its interpreter
 
 
 @pytest.fixture(scope="module")
@@ -523,14 +526,18 @@ def test_every_experiment_runs_on_the_cpu_and_records(torch, tiny_records) -> No
         assert (rows[time_col] > 0).all()  # CPU times prove the code ran; they are not asserted further
     dec = pd.read_csv(tmp_path / "cpu" / "decode_step.csv")
     assert set(dec["batch"]) == {1, 3} and set(dec["context"]) == {8, 17} and not dec["compiled"].any()
+    assert (dec["path"] == "eager").all()  # no graphs on the CPU, no compiling unless asked
     assert np.allclose(dec["mbu"], dec["read_bytes"] / dec["step_s"] / 4.8e12)
     pre = pd.read_csv(tmp_path / "cpu" / "prefill_chunks.csv")
     assert {"first", "last"} <= set(pre["position"])
     assert (pre.loc[pre["position"] == "last", "cached"] + pre.loc[pre["position"] == "last", "chunk"] == 24).all()
     assert (pre["flops"] == [TINY.flops(c, h) for c, h in zip(pre["chunk"], pre["cached"])]).all()
     kv = pd.read_csv(tmp_path / "cpu" / "kv_formats.csv")
-    assert set(kv["format"]) == {"bf16", "fp8", "q8_0"}
-    assert crossover(kv).shape[0] == 3
+    assert set(kv["format"]) == {"bf16", "fp8", "q8_0"} and set(kv["attention_ran"]) == {"paged", "sdpa"}
+    assert crossover(kv, attention="paged").shape[0] == 3 and crossover(kv, attention="sdpa").shape[0] == 3
+    assert (kv["max_abs_diff"] < 0.05).all()  # bfloat16: the kernel's dots in float32 under the interpreter
+    paged = pd.read_csv(tmp_path / "cpu" / "paged_vs_contiguous.csv")
+    assert set(paged["attention_ran"]) == {"contiguous", "paged", "gather"} and (paged["max_abs_diff"] < 0.05).all()
     host = pd.read_csv(tmp_path / "cpu" / "host_copy.csv")
     assert set(host["kind"]) >= {"pageable", "resident", "1 buffer", "2 buffers"}
     assert (host.loc[host["part"] == "prefetch", "rows"] >= 16).all()
@@ -565,6 +572,13 @@ def test_command_line(torch, tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.setattr("inferlab.gpu.__main__.cuda_available", lambda: False)
     assert main(["decode_step"]) == 2  # CUDA is the default device; no silent fallback to the CPU
     assert "no CUDA device" in capsys.readouterr().err
+    assert main(["decode_step", "--device", "cuda", "--tiny"]) == 2  # asked for CUDA: refused
+    assert "no CUDA device" in capsys.readouterr().err
+    monkeypatch.delenv("TRITON_INTERPRET")
+    assert main(["verify_cost", "--tiny", "--out", str(tmp_path / "t")]) == 0  # a tiny run says it goes to the CPU
+    assert "the tiny run goes to the CPU" in capsys.readouterr().out
+    assert (tmp_path / "t" / "cpu" / "verify_cost.csv").exists()
+    assert os.environ["TRITON_INTERPRET"] == "1"  # the CPU path runs the Triton kernels in the interpreter
 
 
 def test_a_failing_experiment_leaves_the_others_and_exits_non_zero(torch, tmp_path, capsys, monkeypatch) -> None:
@@ -654,6 +668,99 @@ def test_compile_errors_are_reported_not_hidden(torch, tmp_path, monkeypatch) ->
     out = runner.run_experiment("decode_step", s, tmp_path, **one)
     assert out.error.startswith("BackendCompilerFailed: backend='inductor' raised: ValueError: a bug")
     assert out.count("ok") == 1 and not out.clean
+
+
+def test_decode_paths_stand_side_by_side() -> None:
+    """Every batch eager and graphed; a compiled batch also compiled and compiled inside a graph, at 2K, next to them."""
+    from inferlab.gpu.model_runs import DecodeSizes, decode_points
+
+    z = DecodeSizes((1, 4), (512, 2048), (1, 64))
+    assert decode_points(z, graphs=True, compiles=True) == [
+        (512, 1, "eager"), (512, 1, "graph"), (512, 4, "eager"), (512, 4, "graph"),
+        (2048, 1, "eager"), (2048, 1, "graph"), (2048, 1, "compiled"), (2048, 1, "graph+compiled"),
+        (2048, 4, "eager"), (2048, 4, "graph"),
+        (2048, 64, "eager"), (2048, 64, "graph"), (2048, 64, "compiled"), (2048, 64, "graph+compiled")]
+    assert decode_points(z, graphs=False, compiles=True)[:4] == [(512, 1, "eager"), (512, 4, "eager"),
+                                                                 (2048, 1, "eager"), (2048, 1, "compiled")]
+    assert {p for *_, p in decode_points(z, graphs=True, compiles=False)} == {"eager", "graph"}
+    assert decode_points(DecodeSizes((3,), (8, 17), (3,)), False, True) == [(8, 3, "eager"), (8, 3, "compiled"),
+                                                                            (17, 3, "eager")]
+
+
+def test_graph_and_compiled_rows_run_their_path(torch, monkeypatch) -> None:
+    """Graphs forced on (CUDA's branch), torch.compile mocked: four rows per compiled batch, each timed its own way,
+    one compile per (context, batch) shared by both compiled paths; a compile that fails fails both, compiled once."""
+    from inferlab.gpu import model_runs
+    from inferlab.gpu.settings import Settings
+
+    compiles, timed = [], []
+
+    def compile(fn, **kw):
+        compiles.append(kw)
+        return fn
+
+    real_time = model_runs.median_time
+
+    def median_time(fn, device, warmup, repeats, *, graph=False, flush=False):
+        timed.append(graph)
+        return real_time(fn, device, warmup, repeats, graph=graph, flush=flush)
+
+    monkeypatch.setattr(Settings, "graphs", property(lambda self: True))
+    monkeypatch.setattr(torch, "compile", compile)
+    monkeypatch.setattr(model_runs, "median_time", median_time)
+    s = settings_for("tiny", "cpu", compile=True, progress=False, repeats=1, warmup=0, card="h200")
+    rows = list(model_runs.decode_step(s, model_runs.DecodeSizes((1, 3), (8,), (3,))))
+    assert [(r["batch"], r["path"], r["cuda_graphs"], r["compiled"]) for r in rows] == [
+        (1, "eager", False, False), (1, "graph", True, False), (3, "eager", False, False), (3, "graph", True, False),
+        (3, "compiled", False, True), (3, "graph+compiled", True, True)]
+    assert timed == [False, True, False, True, False, True]
+    assert compiles == [dict(fullgraph=True, dynamic=False)]  # once, for both compiled paths of batch 3
+    assert all(r["step_s"] > 0 and r["mbu"] > 0 and r.get("status", "ok") == "ok" for r in rows)
+
+    class InvalidCxxCompiler(RuntimeError):
+        pass
+
+    def no_toolchain(fn, **kw):
+        compiles.append(kw)
+
+        def run():
+            raise InvalidCxxCompiler("No working C compiler found")
+        return run
+
+    compiles.clear()
+    monkeypatch.setattr(torch, "compile", no_toolchain)
+    rows = list(model_runs.decode_step(s, model_runs.DecodeSizes((3,), (8,), (3,))))
+    assert [(r["path"], r.get("status", "ok")) for r in rows] == [("eager", "ok"), ("graph", "ok"),
+                                                                  ("compiled", "skipped"), ("graph+compiled", "skipped")]
+    assert len(compiles) == 1 and all("No working C compiler" in r["error"] for r in rows[2:])
+
+
+def test_decode_rows_without_a_path_column_are_read_from_their_flags() -> None:
+    from inferlab.book.plot.gpu import decode_paths
+
+    rows = pd.DataFrame({"cuda_graphs": [False, True, False, True], "compiled": [False, False, True, True]})
+    assert list(decode_paths(rows)) == ["eager", "graph", "compiled", "graph+compiled"]
+    assert list(decode_paths(rows.assign(path=["a", "b", "c", "d"]))) == ["a", "b", "c", "d"]
+
+
+def test_the_gpu_cells_draw_every_path_and_the_in_place_kernel(tiny_records) -> None:
+    """decode_step: a line per path, compiled ones included; paged_vs_contiguous: the in-place kernel against
+    contiguous, no 'paged minus gather'; kv_formats: the kernel's rows, and the crossover from them."""
+    from inferlab.book.plot import gpu as plot
+
+    dec = pd.read_csv(tiny_records[0] / "cpu" / "decode_step.csv")
+    extra = dec[dec["batch"] == 3].assign(path="graph+compiled", cuda_graphs=True, compiled=True)
+    fig = plot.draw_decode(plot.CellData("decode_step", "recorded", pd.concat([dec, extra]), "x"))
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "L=8, eager" in labels and "L=8, compiled + CUDA graphs" in labels
+    pv = pd.read_csv(tiny_records[0] / "cpu" / "paged_vs_contiguous.csv")
+    fig = plot.draw_paged(plot.CellData("paged_vs_contiguous", "recorded", pv, "x"))
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels[:3] == ["paged, in place (Triton), L=37", "gather + SDPA, L=37", "contiguous, L=37"]
+    assert not any("minus" in label for label in labels)
+    kv = pd.read_csv(tiny_records[0] / "cpu" / "kv_formats.csv")
+    fig = plot.draw_kv_formats(plot.CellData("kv_formats", "recorded", kv, "x"))
+    assert fig.axes[0].get_title().startswith("crossover vs bf16 (in-kernel conversion)")
 
 
 def test_settings_and_overrides(torch, tmp_path) -> None:

@@ -11,10 +11,10 @@ yields one row per point, and a command that runs them, each isolated, writing r
 ==================== ======= ===========================================================================
 experiment           section what is measured
 ==================== ======= ===========================================================================
-decode_step          8.1.3   decode step time vs batch and context, eager, CUDA graphs, compiled; MBU
+decode_step          8.1.3   decode step vs batch and context: eager, graph, compiled, graph+compiled; MBU
 prefill_chunks       8.2.3   one prefill chunk after 0 ... 8K cached tokens (first vs last chunk); MFU
-paged_vs_contiguous  8.3.1   decode attention over shuffled blocks of 8-64 tokens vs contiguous K/V
-kv_formats           8.4.2   attention over BF16, FP8, q8_0 KV incl. dequantization; where it pays
+paged_vs_contiguous  8.3.1   in-place paged kernel (and gather) over blocks of 8-64 vs contiguous
+kv_formats           8.4.2   BF16, FP8, q8_0 KV: converted in the kernel vs a dequantized copy
 host_copy            8.4.3   host-to-device bandwidth (pinned, pageable); 1- vs 2-buffer prefetch
 verify_cost          8.5.2   verifying k draft positions vs one decode step
 ==================== ======= ===========================================================================
@@ -29,7 +29,7 @@ GPU cells in the notebooks (``inferlab.book.plot.gpu.gpu_cell``): measure when C
 otherwise say so in one line and show the recorded CSV (ours, else the chapter's numbers)::
 
     8.1.3  gpu_cell("decode_step")            step time vs batch beside the roofline
-    8.2.1  gpu_cell("decode_step", "mbu")     bandwidth utilization vs batch, eager vs CUDA graphs
+    8.2.1  gpu_cell("decode_step", "mbu")     bandwidth utilization vs batch, per path (eager ... graph+compiled)
     8.2.3  gpu_cell("prefill_chunks")         first vs last chunk of an 8K prompt, MFU
     8.3.1  gpu_cell("paged_vs_contiguous")    block size vs attention time
     8.4.2  gpu_cell("kv_formats")             BF16 / FP8 / q8_0 attention time vs context

@@ -19,6 +19,8 @@ step, ``pinned`` runs the step with only that one enabled, and every row records
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -106,16 +108,27 @@ class DecodeAttention:
 
 def triton_paged_attention(q: "torch.Tensor", k_cache: "torch.Tensor", v_cache: "torch.Tensor",
                            block_tables: "torch.Tensor", context_lens: "torch.Tensor",
-                           full_blocks: bool = False) -> "torch.Tensor":
+                           full_blocks: bool = False, **stored: object) -> "torch.Tensor":
     """Decode attention read in place through the block tables by the Triton kernel (``inferlab.kernels.triton_paged``).
 
     ``full_blocks`` is accepted for the common signature and ignored: the kernel masks each context
-    to its length itself. The values are not checked (no device sync, so CUDA graphs can capture it);
+    to its length itself. ``stored`` (``kv_format``, ``k_scale``, ``v_scale``) says how K/V are stored
+    when compressed. The values are not checked (no device sync, so CUDA graphs can capture it);
     on the CPU Triton runs only under its interpreter (``TRITON_INTERPRET=1`` before triton is imported).
     """
     from ..kernels.triton_paged import paged_attention_triton
 
-    return paged_attention_triton(q, k_cache, v_cache, block_tables, context_lens, check_values=False)
+    return paged_attention_triton(q, k_cache, v_cache, block_tables, context_lens, check_values=False, **stored)
+
+
+def triton_unavailable(device: str) -> str | None:
+    """Why the Triton kernels cannot run on ``device`` here, or None if they can (triton is not imported)."""
+    if importlib.util.find_spec("triton") is None:
+        return "triton is not installed (pip install -r requirements-gpu.txt)"
+    if device != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        return ("the Triton kernel runs on CUDA, or on the CPU in Triton's interpreter (TRITON_INTERPRET=1 before "
+                "triton is imported; python -m inferlab.gpu --device cpu sets it)")
+    return None
 
 
 #: Each decode attention, by the name ``Settings.attention`` picks. An in-place kernel imports its module
@@ -129,6 +142,11 @@ DECODE_ATTENTION: dict[str, DecodeAttention] = {
 def decode_attention(name: str) -> DecodeAttention:
     """The decode attention registered as ``name``."""
     return DECODE_ATTENTION[one_of("attention", name, DECODE_ATTENTION)]
+
+
+def attention_unavailable(name: str, device: str) -> str | None:
+    """Why decode attention ``name`` cannot run on ``device`` here (the Triton kernel without CUDA or interpreter), or None."""
+    return triton_unavailable(device) if decode_attention(name).in_place else None
 
 
 # ---- the SDPA backend ---------------------------------------------------------------------------------

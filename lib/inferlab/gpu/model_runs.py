@@ -8,6 +8,10 @@ it. A point that runs out of memory yields a failed row with the error and the e
 on; a point that does not fit the KV pool, or a compile without a compiler toolchain, yields
 a skipped row saying why.
 
+A decode step runs each way it can (``DECODE_PATHS``: eager, graph, compiled, graph+compiled; the
+compiled ones for a few batches, next to the same batch's eager and graph rows), and each row's
+``path`` says which ran.
+
 Attention runs the way flash attention takes it: decode contexts fill their blocks (no mask),
 prefill and verify chunks use the lower-right causal mask, and the SDPA backend is pinned per
 point and recorded (``backend``). The decode attention is ``Settings.attention``.
@@ -21,7 +25,7 @@ from dataclasses import dataclass
 from tqdm.auto import tqdm
 
 from .. import roofline
-from .._validate import positive_int
+from .._validate import one_of, positive_int
 from ..models import ModelSpec
 from .attention import decode_attention, pick_sdpa_backend, pinned
 from .decoder import TorchDecoder
@@ -30,14 +34,19 @@ from .records import describe, failed, skipped
 from .settings import TINY, Settings
 from .timing import L2Flush, median_time
 
-__all__ = ["TINY", "attainable_mbu", "decode_step", "plan", "prefill_chunks", "verify_cost"]
+__all__ = ["DECODE_PATHS", "TINY", "attainable_mbu", "decode_fn", "decode_points", "decode_step", "plan",
+           "prefill_chunks", "verify_cost"]
 
 REFERENCE_KV_TOKENS = 64 * 2048  # the chapter's largest batch point (Experiment 8-1): 64 requests x 2K context
 
 
 @dataclass(frozen=True)
 class DecodeSizes:
-    """Points of ``decode_step``: every batch at every context, eager and with CUDA graphs; compiled at one context."""
+    """Points of ``decode_step``: every batch at every context, eager and with CUDA graphs; compiled at one context.
+
+    A batch of ``compiled_batches`` runs through torch.compile too, with and without CUDA graphs, at
+    the 2K context (or the first): its four rows (``DECODE_PATHS``) stand side by side.
+    """
 
     batches: tuple[int, ...] = (1, 4, 16, 64)
     contexts: tuple[int, ...] = (2048,)
@@ -75,7 +84,10 @@ VERIFY_PRESETS = {
     "quick": VerifySizes((1, 2, 5, 8), 2048),
     "tiny": VerifySizes((1, 3), 8),
 }
-DECODE_COLUMNS = ("model", "layers", "batch", "context", "cuda_graphs", "compiled", "step_s", "read_bytes",
+#: How a decode step runs: launched from Python, replayed as a CUDA graph, compiled (Inductor's fused kernels)
+#: launched from Python, compiled and replayed as a CUDA graph.
+DECODE_PATHS = ("eager", "graph", "compiled", "graph+compiled")
+DECODE_COLUMNS = ("model", "layers", "batch", "context", "path", "cuda_graphs", "compiled", "step_s", "read_bytes",
                   "achieved_Bps", "flops", "achieved_flops", "mbu", "mfu", "predicted_s")
 PREFILL_COLUMNS = ("model", "layers", "chunk", "cached", "position", "time_s", "flops", "achieved_flops", "mfu",
                    "predicted_s")
@@ -181,32 +193,55 @@ def _guarded(fields: dict, measure: Callable[[], dict], device: str, compiled: b
     return row
 
 
-def decode_step(s: Settings, z: DecodeSizes = DecodeSizes(), info: DeviceInfo | None = None) -> Iterator[dict]:
-    """Decode step time (s) against batch and context, with and without CUDA graphs; bandwidth and MBU against the roofline.
+def decode_points(z: DecodeSizes, graphs: bool, compiles: bool) -> list[tuple[int, int, str]]:
+    """(context, batch, path) of every point of ``decode_step``, a batch's paths side by side.
 
-    Batches in ``z.compiled_batches`` also run through ``torch.compile`` (fused elementwise kernels),
-    inside a CUDA graph on CUDA, at the 2K context (or the first one), when ``s.compiles``.
+    Every batch at every context runs eager, and as a CUDA graph where there are graphs; a batch of
+    ``z.compiled_batches`` also runs compiled (and compiled inside a CUDA graph) at the 2K context
+    (else the first), when ``compiles``: compiling takes a minute per shape.
+    """
+    ref_ctx = 2048 if 2048 in z.contexts else z.contexts[0]
+    points = []
+    for L in z.contexts:
+        for b in z.batches:
+            paths = ["eager", "graph"] if graphs else ["eager"]
+            if compiles and L == ref_ctx and b in z.compiled_batches:
+                paths += ["compiled", "graph+compiled"] if graphs else ["compiled"]
+            points += [(L, b, p) for p in paths]
+    if compiles:  # a compiled batch the sweep does not hold: all its paths, side by side
+        points += [(ref_ctx, b, p) for b in z.compiled_batches if b not in z.batches
+                   for p in (DECODE_PATHS if graphs else ("eager", "compiled"))]
+    return points
+
+
+def decode_step(s: Settings, z: DecodeSizes = DecodeSizes(), info: DeviceInfo | None = None) -> Iterator[dict]:
+    """Decode step time (s) against batch and context, each way a step can run; bandwidth and MBU against the roofline.
+
+    ``path`` (``DECODE_PATHS``) says how each row's step ran: ``eager`` (every kernel launched from
+    Python), ``graph`` (one CUDA graph replay: no launch cost on the host), ``compiled`` (torch.compile's
+    fused kernels, launched from Python) and ``graph+compiled`` (both); ``cuda_graphs`` and ``compiled``
+    say the same as two flags. The compiled paths run for ``z.compiled_batches`` when ``s.compiles``
+    (compiled once per batch, the graph captured from the compiled step); graphs exist on CUDA only.
     """
     info = info or device_info(s.device, s.card)
     bs = s.block_size
-    graphs = (False, True) if s.graphs else (False,)
-    need = max(b * -(-L // bs) * bs for b in z.batches for L in z.contexts)
+    need = max(b * -(-L // bs) * bs for b in (*z.batches, *z.compiled_batches) for L in z.contexts)
     m = _model(s, info, min(need, REFERENCE_KV_TOKENS), max_kv_tokens=need)  # layers dropped only for 128K tokens
     spec, nb, (bw, peak) = m.spec, m.dtype_bytes, m.peaks
     attention = decode_attention(s.attention)
-    points = [(L, b, g, False) for L in z.contexts for b in z.batches for g in graphs]
-    ref_ctx = 2048 if 2048 in z.contexts else z.contexts[0]  # compiling takes a minute per shape: one context only
-    points += [(ref_ctx, b, s.graphs, True) for b in z.compiled_batches] if s.compiles else []
     flush = L2Flush(s.device) if s.flush_l2 else False
-    for L, b, g, compiled in tqdm(points, desc="decode_step", disable=not s.progress):
-        fields = dict(model=spec.name, layers=spec.n_layers, batch=b, context=L, cuda_graphs=g, compiled=compiled)
+    compiled_steps: dict = {}  # (context, batch) -> the compiled step and its backend, or the error compiling it
+    for L, b, path in tqdm(decode_points(z, s.graphs, s.compiles), desc="decode_step", disable=not s.progress):
+        compiled = path in ("compiled", "graph+compiled")
+        fields = dict(model=spec.name, layers=spec.n_layers, batch=b, context=L, path=path,
+                      cuda_graphs=path in ("graph", "graph+compiled"), compiled=compiled)
         blocks_each = -(-L // bs)
         if b * blocks_each > m.num_blocks:
             yield skipped(fields, f"batch {b} x context {L} needs {b * blocks_each} blocks; the pool here has "
                                   f"{m.num_blocks}")
             continue
-        row = _guarded(fields, lambda: _decode_point(m, s, attention.sdpa, b, L, g, compiled, flush, s.seed + b),
-                       s.device, compiled)
+        row = _guarded(fields, lambda: _decode_point(m, s, attention.sdpa, b, L, path, flush, s.seed + b,
+                                                     compiled_steps), s.device, compiled)
         if row.get("status") in ("failed", "skipped"):
             yield row
             continue
@@ -220,24 +255,52 @@ def decode_step(s: Settings, z: DecodeSizes = DecodeSizes(), info: DeviceInfo | 
                                                  spec.kv_bytes_per_token(nb), peak, bw) if bw else None}
 
 
-def _decode_point(m: _Model, s: Settings, uses_sdpa: bool, b: int, L: int, graph: bool, compiled: bool,
-                  flush, seed: int) -> dict:
+def decode_fn(decoder: TorchDecoder, tokens, tables, lens, k_cache, v_cache, full_blocks: bool,
+              compiled: bool = False) -> Callable[[], object]:
+    """The decode step ``decode_step`` times, over these inputs: eager, or through torch.compile (whole graph, static shapes)."""
+    def step():
+        return decoder.decode(tokens, tables, lens, k_cache, v_cache, full_blocks)
+
+    if not compiled:
+        return step
     import torch
 
+    return torch.compile(step, fullgraph=True, dynamic=False)
+
+
+def _decode_point(m: _Model, s: Settings, uses_sdpa: bool, b: int, L: int, path: str, flush, seed: int,
+                  compiled_steps: dict | None = None) -> dict:
+    """``step_s`` and ``backend`` of one decode step of batch ``b`` at context ``L`` run as ``path``.
+
+    A compiled step is compiled once per (L, b) and kept in ``compiled_steps`` for the other compiled
+    path (with its inputs); a compile that failed raises the same error again there.
+    """
+    import torch
+
+    one_of("path", path, DECODE_PATHS)
     dev = s.device
-    tables = _random_tables(b, -(-L // s.block_size), m.num_blocks, dev, seed)
-    lens = torch.full((b,), L, device=dev, dtype=torch.long)
-    tokens = torch.randint(0, m.spec.vocab_size, (b,), device=dev)
-    full = L % s.block_size == 0  # every row fills its blocks: no attention mask, flash attention runs
-
-    def step():
-        return m.decoder.decode(tokens, tables, lens, m.k_cache, m.v_cache, full)
-
-    backend = _backend(step, s, uses_sdpa)
-    fn = pinned(step, backend)
-    if compiled:
-        fn = pinned(torch.compile(step, fullgraph=True, dynamic=False), backend)
-        fn()  # compile now: a missing toolchain or an out-of-memory error surfaces here, with its own text
+    graph, compiled = path in ("graph", "graph+compiled"), path in ("compiled", "graph+compiled")
+    cache = {} if compiled_steps is None else compiled_steps
+    if compiled and (L, b) in cache:
+        if isinstance(cache[L, b], BaseException):
+            raise cache[L, b]
+        fn, backend = cache[L, b]
+    else:
+        tables = _random_tables(b, -(-L // s.block_size), m.num_blocks, dev, seed)
+        lens = torch.full((b,), L, device=dev, dtype=torch.long)
+        tokens = torch.randint(0, m.spec.vocab_size, (b,), device=dev)
+        full = L % s.block_size == 0  # every row fills its blocks: no attention mask, flash attention runs
+        inputs = (m.decoder, tokens, tables, lens, m.k_cache, m.v_cache, full)
+        backend = _backend(decode_fn(*inputs), s, uses_sdpa)
+        fn = pinned(decode_fn(*inputs), backend)
+        if compiled:
+            fn = pinned(decode_fn(*inputs, compiled=True), backend)
+            try:
+                fn()  # compile now: a missing toolchain or an out-of-memory error surfaces here, with its own text
+            except Exception as exc:
+                cache[L, b] = exc
+                raise
+            cache[L, b] = (fn, backend)
     t = median_time(fn, dev, s.warmup, s.repeats, graph=graph, flush=flush)
     return {"step_s": t, "backend": backend or s.attention}
 

@@ -39,13 +39,13 @@ class Experiment:
 
 EXPERIMENTS: dict[str, Experiment] = {
     "decode_step": Experiment("model_runs", "decode_step", "DECODE_PRESETS", "DECODE_COLUMNS", "8.1.3",
-                              "decode step time vs batch and context, eager, CUDA graphs, compiled; MBU"),
+                              "decode step vs batch and context: eager, graph, compiled, graph+compiled; MBU"),
     "prefill_chunks": Experiment("model_runs", "prefill_chunks", "PREFILL_PRESETS", "PREFILL_COLUMNS", "8.2.3",
                                  "one prefill chunk after 0 ... 8K cached tokens (first vs last chunk); MFU"),
     "paged_vs_contiguous": Experiment("kernel_runs", "paged_vs_contiguous", "PAGED_PRESETS", "PAGED_COLUMNS", "8.3.1",
-                                      "decode attention over shuffled blocks of 8-64 tokens vs contiguous K/V"),
+                                      "in-place paged kernel (and gather) over blocks of 8-64 vs contiguous"),
     "kv_formats": Experiment("kernel_runs", "kv_formats", "KV_PRESETS", "KV_COLUMNS", "8.4.2",
-                             "attention over BF16, FP8, q8_0 KV incl. dequantization; where it pays"),
+                             "BF16, FP8, q8_0 KV: converted in the kernel vs a dequantized copy"),
     "host_copy": Experiment("transfer", "host_copy", "COPY_PRESETS", "COPY_COLUMNS", "8.4.3",
                             "host-to-device bandwidth (pinned, pageable); 1- vs 2-buffer prefetch"),
     "verify_cost": Experiment("model_runs", "verify_cost", "VERIFY_PRESETS", "VERIFY_COLUMNS", "8.5.2",

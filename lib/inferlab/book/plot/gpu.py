@@ -129,6 +129,22 @@ def _decode_prediction(batches: np.ndarray, context: int = 2048) -> np.ndarray:
                      / CHAPTER_CARD.hbm_bandwidth for b in batches])
 
 
+#: How each decode path is drawn and named (``inferlab.gpu.model_runs.DECODE_PATHS``).
+PATH_STYLE = {"eager": "s--", "graph": "o-", "compiled": "^--", "graph+compiled": "D-"}
+PATH_LABEL = {"eager": "eager", "graph": "CUDA graphs", "compiled": "compiled",
+              "graph+compiled": "compiled + CUDA graphs"}
+
+
+def decode_paths(rows: pd.DataFrame) -> pd.Series:
+    """Each decode_step row's path: its ``path`` column, else read from ``cuda_graphs`` and ``compiled``."""
+    if "path" in rows and rows["path"].notna().all():
+        return rows["path"].astype(str)
+    g = rows["cuda_graphs"].astype(bool) if "cuda_graphs" in rows else pd.Series(False, index=rows.index)
+    c = rows["compiled"].astype(bool) if "compiled" in rows else pd.Series(False, index=rows.index)
+    return pd.Series(np.where(c, np.where(g, "graph+compiled", "compiled"), np.where(g, "graph", "eager")),
+                     index=rows.index)
+
+
 def draw_decode(d: CellData, view: str | None = None) -> Figure:
     """Decode step time (or MBU) against batch: measured/recorded lines per context and graphs, chapter's points."""
     fig, ax = new_figure(width=7, height=3.4)
@@ -140,12 +156,11 @@ def draw_decode(d: CellData, view: str | None = None) -> Figure:
             b = np.geomspace(1, 64, 20)
             ax.plot(b, _decode_prediction(b) * 1e3, "--", color=COLORS["weights"], label="roofline (reads at peak)")
     elif not d.rows.empty:
-        rows = d.rows.assign(compiled=d.rows.get("compiled", False))
-        for (ctx, g, c), grp in rows.groupby(["context", "cuda_graphs", "compiled"]):
+        rows = d.rows.assign(path=decode_paths(d.rows))
+        for (ctx, path), grp in rows.groupby(["context", "path"], sort=False):
             y = grp["mbu"] if col == "mbu" else grp["step_s"] * 1e3
-            mode = "compiled + CUDA graphs" if c else "CUDA graphs" if g else "eager"
-            ax.plot(grp["batch"], y, "D" if c else "o-" if g else "s--", label=f"L={ctx}, {mode}")
-            if col == "time" and grp["predicted_s"].notna().all() and g and not c:
+            ax.plot(grp["batch"], y, PATH_STYLE.get(path, "x"), label=f"L={ctx}, {PATH_LABEL.get(path, path)}")
+            if col == "time" and grp["predicted_s"].notna().all() and path == "graph":
                 ax.plot(grp["batch"], grp["predicted_s"] * 1e3, ":", color=COLORS["weights"], label=f"roofline L={ctx}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("batch (requests per decode step)")
@@ -178,7 +193,12 @@ def draw_prefill(d: CellData) -> Figure:
 
 
 def draw_paged(d: CellData) -> Figure:
-    """Paged attention time against block size, contiguous as a line; the prediction is the same bytes at peak."""
+    """Attention time against block size: each attention over paged K/V (the in-place kernel first), contiguous as a line.
+
+    One colour per context: the in-place Triton kernel (``paged``) solid, the gather + SDPA path
+    (``gather``, if recorded) dotted, contiguous K/V dashed across; the prediction is the same
+    bytes at peak bandwidth (any block size).
+    """
     fig, ax = new_figure(width=7, height=3.2)
     if d.rows.empty:
         kv = 32 * 4096 * QWEN.kv_bytes_per_token() / QWEN.n_layers  # batch 32, 4K context, one layer
@@ -186,18 +206,31 @@ def draw_paged(d: CellData) -> Figure:
                    label="one layer's KV at peak bandwidth (any block size)")
         ax.set_xlim(4, 128)
     else:
-        for ctx, grp in d.rows.groupby("context"):
-            paged = grp[grp["layout"] == "paged"]
-            line = ax.plot(paged["block_size"], paged["time_s"] * 1e3, "o-", label=f"paged, L={ctx}")[0]
-            ax.plot(paged["block_size"], (paged["time_s"] - paged["gather_s"]) * 1e3, ":", color=line.get_color(),
-                    label=f"paged minus gather, L={ctx}")
-            ax.axhline(float(grp.loc[grp["layout"] == "contiguous", "time_s"].iloc[0]) * 1e3, color=line.get_color(),
-                       ls="--", lw=1, label=f"contiguous, L={ctx}")
+        rows = d.rows
+        if "attention_ran" not in rows:
+            rows = rows.assign(attention_ran=np.where(rows["layout"] == "contiguous", "contiguous", "paged"))
+        styles = {"paged": ("o-", "paged, in place (Triton)"), "gather": ("s:", "gather + SDPA")}
+        for ctx, grp in rows.groupby("context"):
+            color = None
+            for name in [*styles, *sorted(set(grp["attention_ran"]) - {*styles, "contiguous"})]:
+                run = grp[(grp["layout"] == "paged") & (grp["attention_ran"] == name)].sort_values("block_size")
+                if run.empty:
+                    continue
+                style, label = styles.get(name, ("x-", name))
+                line = ax.plot(run["block_size"], run["time_s"] * 1e3, style, color=color, label=f"{label}, L={ctx}")[0]
+                color = line.get_color()
+            contiguous = grp.loc[grp["layout"] == "contiguous", "time_s"]
+            if not contiguous.empty:
+                ax.axhline(float(contiguous.iloc[0]) * 1e3, color=color, ls="--", lw=1, label=f"contiguous, L={ctx}")
+            if grp["predicted_s"].notna().any():
+                ax.axhline(float(grp["predicted_s"].dropna().iloc[0]) * 1e3, color=COLORS["weights"], ls=":", lw=1,
+                           label=f"KV at peak bandwidth, L={ctx}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("block size (tokens)")
     ax.set_ylabel("attention time (ms)")
+    ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
-    return caption(fig, "Decode attention over K/V in shuffled blocks against contiguous K/V.")
+    return caption(fig, "Decode attention reading K/V in place from shuffled blocks, against contiguous K/V.")
 
 
 def draw_kv_formats(d: CellData) -> Figure:
@@ -213,17 +246,27 @@ def draw_kv_formats(d: CellData) -> Figure:
         ax.axvline(x, color=COLORS["deadline"], ls="--", lw=1, label=f"crossover {x:,.0f} tokens")
         ax.set_ylabel("time per output token (ms)")
     elif not d.rows.empty:
-        for f, grp in d.rows.groupby("format"):
-            line = ax.plot(grp["context"], grp["time_s"] * 1e3, "o-", label=f)[0]
-            if grp["predicted_s"].notna().all():
-                ax.plot(grp["context"], grp["predicted_s"] * 1e3, ":", color=line.get_color())
-        x = crossover(d.rows).set_index("format")["crossover_tokens"]
-        ax.set_title("crossover vs bf16: " + ", ".join(f"{f} {v:,.0f}" if np.isfinite(v) else f"{f} never"
-                                                    for f, v in x.items() if f != "bf16"), fontsize=9)
+        rows = d.rows if "attention_ran" in d.rows else d.rows.assign(attention_ran="sdpa")
+        fit = "paged" if (rows["attention_ran"] == "paged").any() else "sdpa"
+        colors = {}
+        for (f, a), grp in rows.groupby(["format", "attention_ran"]):
+            label = f"{f}, in-kernel conversion" if a == "paged" else f"{f}, dequantized copy + SDPA"
+            line = ax.plot(grp["context"], grp["time_s"] * 1e3, "o-" if a == "paged" else "s:", label=label,
+                           color=colors.get(f))[0]
+            colors[f] = line.get_color()
+            if a == fit and grp["predicted_s"].notna().all():
+                ax.plot(grp["context"], grp["predicted_s"] * 1e3, ":", color=line.get_color(), lw=1)
+        x = crossover(rows, attention=fit).set_index("format")["crossover_tokens"]
+        how = "in-kernel conversion" if fit == "paged" else "dequantized copy"
+        ax.set_title(f"crossover vs bf16 ({how}): " + ", ".join(f"{f} {v:,.0f}" if np.isfinite(v) else f"{f} never"
+                                                                for f, v in x.items() if f != "bf16"), fontsize=9)
         ax.set_ylabel("one layer's attention (ms)")
     ax.set_xlabel("context tokens")
     ax.legend(fontsize=8)
-    return caption(fig, "Compressed KV reads fewer bytes but pays a conversion: it wins only past a context length.")
+    if d.source == "published":
+        return caption(fig, "Compressed KV reads fewer bytes but pays a conversion: it wins only past a context length.")
+    return caption(fig, "One layer's attention over KV stored compressed: converted inside the kernel (solid) or "
+                        "into a full copy first (dotted). Weights are not read here: not the whole step's crossover.")
 
 
 def draw_host_copy(d: CellData) -> Figure:
@@ -284,10 +327,13 @@ def draw_efficiency(dec: CellData, pre: CellData) -> Figure:
         ax.bar(dec.rows["batch"].astype(str), dec.rows["decode_mbu"], color=COLORS["decode"], label=_label(dec))
         bx.bar(dec.rows["batch"].astype(str), dec.rows["prefill_mfu"], color=COLORS["prefill"], label=_label(dec))
     else:
-        best = dec.rows.groupby(["batch", "cuda_graphs"])["mbu"].max().unstack()
-        for i, g in enumerate(best.columns):
-            ax.bar(np.arange(len(best)) + 0.4 * i, best[g], 0.4, label="CUDA graphs" if g else "eager")
-        ax.set_xticks(np.arange(len(best)) + 0.2, best.index.astype(str))
+        rows = dec.rows.assign(path=decode_paths(dec.rows))
+        best = rows.groupby(["batch", "path"])["mbu"].max().unstack()
+        best = best[[p for p in PATH_STYLE if p in best.columns]]
+        width = 0.8 / max(len(best.columns), 1)
+        for i, p in enumerate(best.columns):
+            ax.bar(np.arange(len(best)) + width * i, best[p], width, label=PATH_LABEL[p])
+        ax.set_xticks(np.arange(len(best)) + width * (len(best.columns) - 1) / 2, best.index.astype(str))
         if not pre.rows.empty and "mfu" in pre.rows:
             mfu = pre.rows.groupby("chunk")["mfu"].max()
             bx.bar(mfu.index.astype(str), mfu, color=COLORS["prefill"], label=_label(pre))
