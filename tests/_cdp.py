@@ -1,30 +1,25 @@
 """Headless Chromium driven over the DevTools protocol (websocket-client only), and a loopback file server.
 
 Used by ``test_browser.py``: ``Chromium()`` starts the Debian ``chromium`` with a fresh profile, ``page()``
-gives a tab that records console errors and exceptions; ``serve(folder)`` serves a built site on 127.0.0.1.
+gives a tab that records console errors and exceptions; ``serve(folder)`` (the PDF build's ``serve_folder``) serves
+a built site on 127.0.0.1.
 """
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import websocket
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--hide-scrollbars", "--window-size=1280,900"]
+from inferlab.book.pdf import FLAGS  # the same headless Chromium as the PDF build
+from inferlab.book.pdf import serve_folder as serve  # noqa: F401  (re-exported for the browser tests)
 
 
 class Tab:
@@ -142,22 +137,3 @@ class Chromium:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         shutil.rmtree(self.profile, ignore_errors=True)
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@contextmanager
-def serve(folder: Path) -> Iterator[str]:
-    """Serve ``folder`` on 127.0.0.1 (a free port) for the duration; yields the base URL."""
-    handler = functools.partial(_QuietHandler, directory=str(folder))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()

@@ -1,4 +1,4 @@
-"""The contract suite (issue 27): every public callable of the library, driven with hostile values.
+"""The contract suite: every public callable of the library, driven with hostile values.
 
 Discovery, not a list: the suite walks ``inferlab``'s modules (all but ``NOT_LIBRARY``); a package
 contributes its ``__all__``, a plain module every public name it defines. Each function, each
@@ -284,6 +284,7 @@ VALID: dict[str, Callable[..., dict]] = {
     "datasets:published": lambda: dict(name="batch_sweep_8_1"),
     "datasets:trace": lambda: dict(name="azure_conv_2023"),
     "example:RequestClass": lambda: dict(name="short", prompt_tokens=16, output_tokens=4),
+    "example:short_request_in_batch": lambda: dict(batch=16),
     "hardware:Accelerator": lambda: dict(name="card", memory_bytes=8e10, hbm_bandwidth=2e12, peak_bf16_flops=1e15,
                                          power_w=700.0, host_link_bandwidth=6.4e10, host_link="PCIe", source="test"),
     "hardware:Accelerator.memory_time": lambda a: dict(n_bytes=1e9),
@@ -449,10 +450,10 @@ VALID: dict[str, Callable[..., dict]] = {
     "scheduling:RooflineCost.__call__": lambda c: dict(work=[Work(R1, "prefill", 16, 0, 1)]),
     "scheduling:RooflineCost.of_totals": lambda c: dict(new_tokens=16, pairs=136, kv_tokens=16, logits=1),
     "scheduling:Work": lambda: dict(request=R1, kind="prefill", new_tokens=16, cached_tokens=0, emits=1),
+    "scheduling:Schedule.iterations_queued": lambda s: dict(name="r1"),
     "scheduling:Iteration": lambda: dict(index=0, start_s=0.0, duration_s=0.1, work=(Work(R1, "prefill", 16, 0, 1),)),
     "scheduling:IterationLog": lambda: dict(start_s=[0.0, 0.1], duration_s=[0.1, 0.1], work_of=lambda k: ()),
-    "scheduling:Engine": lambda: dict(requests=[R1], max_running=1, admission=NoLimit(), token_budget=None,
-                                      chunk_tokens=None, whole_chunks=True),
+    "scheduling:Engine": lambda: dict(requests=[R1], limits=scheduling.Limits(), admission=NoLimit()),
     "scheduling:Engine.arrive": lambda e: dict(now=0.0),
     "scheduling:Live": lambda: dict(request=R1, index=0),
     "scheduling:Request": lambda: dict(name="r", arrival_s=0.0, prompt_tokens=16, output_tokens=4),
@@ -496,6 +497,7 @@ VALID: dict[str, Callable[..., dict]] = {
     "serving:prefill_rate": lambda: dict(new_tokens=16, seconds=0.01),
     "serving:goodput_at": lambda: dict(rate_per_s=4.0, windows=1, policies=("chunked",)),
     "serving:goodput_sweep": lambda: dict(rates=(4,), policies=("chunked",), windows=1),
+    "serving:goodput_windows": lambda: dict(rates=(4,), policies=("chunked",), windows=1),
     "serving:load_table": lambda: dict(rates=(4,), policies=("chunked",), n_requests=4),
     "serving:retrieval_window": lambda: dict(rate_per_s=4.0, n_requests=4),
     "speculative:expected_tokens": lambda: dict(accept_probs=[0.8, 0.6]),
@@ -552,7 +554,7 @@ INSTANCES: dict[str, Callable[[], object]] = {
     "kvcache:PrefixCost": _prefix_cost,
     "models:ModelSpec": lambda: MODEL,
     "scheduling:IterationCost": lambda: FITTED_COST,
-    "scheduling:Engine": lambda: (lambda e: (e.arrive(0.0), e)[1])(Engine([R1], 1, NoLimit(), None, None, True)),
+    "scheduling:Engine": lambda: (lambda e: (e.arrive(0.0), e)[1])(Engine([R1], scheduling.Limits(), NoLimit())),
     "scheduling:KVBlockLimit": lambda: KVBlockLimit(64),
     "scheduling:Schedule": _schedule,
     "timeline:RequestTimes": lambda: RequestTimes(0.0, np.array([0.1, 0.2])),

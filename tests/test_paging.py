@@ -1,4 +1,4 @@
-"""Block manager: worked examples of 8.3.1-8.3.2, the issue-8 reproducers, edge cases and refused operations.
+"""Block manager: worked examples of 8.3.1-8.3.2, sharing and copy-on-write, edge cases and refused operations.
 
 The stateful machines and the differential model are in ``test_paging_stateful.py``.
 """
@@ -9,6 +9,8 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from inferlab import memory
 from inferlab.kvcache.block_manager import BlockManager, OutOfBlocks, chained_hash
@@ -603,3 +605,49 @@ def test_batch_tables_for_a_paged_attention_kernel() -> None:
         bm.batch_tables(["a", "b"])
     with pytest.raises(ValueError, match="seq_ids"):
         bm.batch_tables("ab")
+
+
+# ---- the decode step's fast path -----------------------------------------------------------
+@settings(max_examples=300, deadline=None)
+@given(num_blocks=st.integers(2, 12), block_size=st.integers(1, 4),
+       ops=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 30), st.integers(0, 3)), max_size=60))
+def test_decode_fast_path_matches_the_general_path(num_blocks: int, block_size: int,
+                                                   ops: list[tuple[int, int, int]]) -> None:
+    """``can_append(s)`` and ``append_token`` (the decode step's shortcuts) against ``append_blocks_needed`` and
+    ``append`` of a tuple (the general path): same answers, copies, tables, contents, index and pool, op by op."""
+    fast, general = BlockManager(num_blocks, block_size), BlockManager(num_blocks, block_size)
+    steps: list[tuple[int, int]] = []
+    next_id = 0
+    for kind, pick, token in ops:
+        live = [s for s, q in fast.seqs.items() if not q.preempted]
+        sid = live[pick % len(live)] if live else None
+        if kind <= 2 and sid is not None:  # a decode step, the common case
+            can = fast.can_append(sid)
+            assert can == (general.append_blocks_needed(sid, 1) <= general.num_free)
+            if can:
+                assert fast.append_token(sid, token) == general.append(sid, (token,))
+            else:
+                with pytest.raises(OutOfBlocks):
+                    fast.append_token(sid, token)
+                with pytest.raises(OutOfBlocks):
+                    general.append(sid, (token,))
+        elif kind == 3:  # admit a prompt that shares blocks with earlier ones
+            prompt = [token] * (1 + pick % 7)
+            if fast.can_allocate(prompt):
+                assert fast.allocate(next_id, prompt) == general.allocate(next_id, prompt)
+                next_id += 1
+        elif kind == 4 and sid is not None:  # fork: the tail becomes shared
+            fast.fork(sid, next_id), general.fork(sid, next_id)
+            next_id += 1
+        elif kind == 5 and sid is not None:  # roll back: the tail holds tokens after the slot
+            keep = max(1, fast.num_tokens(sid) - 1 - pick % 3)
+            fast.truncate(sid, keep), general.truncate(sid, keep)
+        elif kind == 6 and sid is not None:  # a step in flight reads the blocks
+            steps.append((fast.begin_step([sid]), general.begin_step([sid])))
+        elif kind == 7 and steps:
+            a, b = steps.pop(pick % len(steps))
+            assert fast.end_step(a) == general.end_step(b)
+        elif kind == 7 and sid is not None:
+            fast.free(sid), general.free(sid)
+        assert fast.state() == general.state()
+        assert [fast.block_prefix(b) for b in range(num_blocks)] == [general.block_prefix(b) for b in range(num_blocks)]

@@ -81,9 +81,11 @@ def test_retry_accounting() -> None:
 
 def test_bad_input() -> None:
     with pytest.raises(ValueError, match="d must be a multiple of 32"):
-        R.make_document(8, seed=0, d=40)
+        R.DocumentShape(d=40)
     with pytest.raises(ValueError, match="similarity"):
-        R.make_document(8, seed=0, similarity=(0.9, 1.0))
+        R.DocumentShape(similarity=(0.9, 1.0))
+    with pytest.raises(ValueError, match="near_duplicates"):
+        R.make_document(6, seed=0)  # six near-duplicates need at least seven records
     with pytest.raises(ValueError, match="kv_formats"):
         R.run_grid(R.chapter_like_documents(0)[:1], 1, ["q2_K"], ["bf16"])
     with pytest.raises(ValueError, match="q_formats"):

@@ -107,7 +107,10 @@ def test_iteration_log_and_request_times():
     assert [w.emits for w in r2_pieces] == [0, 0, 0, 1]
     table = s.table()
     assert list(table.index) == ["r0", "r1", "r2", "r3"]
-    assert table.loc["r1", "queue_s"] == 0.0
+    assert table.loc["r1", "queue_s"] == 0.0 and s.iterations_queued("r1") == 0
+    for name, served in s.served.items():  # every iteration counted starts inside the request's wait
+        n = s.iterations_queued(name)
+        assert n == sum(served.request.arrival_s <= it.start_s < served.first_work_s for it in s.iterations)
     assert s.summary()["makespan_s"] == s.makespan_s
 
 
@@ -125,6 +128,8 @@ def test_budget_sweep_trades_queueing_for_gaps():
     assert df["late_queue_mean_s"].iloc[0] > 5 * df["late_queue_mean_s"].iloc[-1]
     assert df["max_itl_s"].is_monotonic_increasing
     assert df["late_queue_mean_s"].iloc[:4].is_monotonic_decreasing
+    # a larger budget leaves fewer iterations to sit through: 3 on average at 1024, 0.6 at 2048
+    assert df.loc[1024, "late_queue_iterations_mean"] == 3.0 and df.loc[2048, "late_queue_iterations_mean"] == 0.6
     requests = replay_requests()
     assert [r.arrival_s for r in requests] == pytest.approx([0, 0.08, 0.16, 0.24, 0.32, 0.40])
 

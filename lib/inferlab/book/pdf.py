@@ -10,7 +10,7 @@ prints it with ``Page.printToPDF``. pypdf merges the pages into ``_build/pdf/inf
   are dropped; links to the web stay);
 - page numbers, stamped once the pages are merged (Chromium numbers each printed page from 1).
 
-The explorers print as their default frame with the line the print CSS adds (``static/inferlab-frames.css``); the
+The explorers print as their default picture with the line the print CSS adds (``static/inferlab-frames.css``); the
 text (captions, the glossary's Chinese terms in the book's fallback font) stays text. A copy goes into the site
 (``_build/html/inferlab-book.pdf``), so the landing page's link works offline.
 """
@@ -38,15 +38,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["PDF_NAME", "Entry", "build_pdf", "read_toc"]
+__all__ = ["PDF_NAME", "Entry", "build_pdf", "read_toc", "serve_folder"]
 
 PDF_NAME = "inferlab-book.pdf"
 #: A4, margins in inches; the bottom one leaves room for the page number stamped after merging.
 PAPER = {"paperWidth": 8.27, "paperHeight": 11.69, "marginTop": 0.55, "marginBottom": 0.7,
          "marginLeft": 0.6, "marginRight": 0.6}
+#: Headless Chromium with nothing of its own on the network (the browser tests start it with these too).
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--hide-scrollbars", "--remote-debugging-pipe", "--window-size=1280,900"]
+         "--hide-scrollbars", "--window-size=1280,900"]
 #: Only in the book's PDF, not when a reader prints one page: the list of a page's sections that the theme prints
 #: under its title (the PDF's outline holds them) and the "Try it live" banner (the explorers' print line says
 #: where they are live).
@@ -161,7 +162,8 @@ class _Pipe:
             os.dup2(high_r, 3)
             os.dup2(high_w, 4)
 
-        self.proc = subprocess.Popen([exe, *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
+        self.proc = subprocess.Popen([exe, *FLAGS, "--remote-debugging-pipe", f"--user-data-dir={self.profile}",
+                                      "about:blank"],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      preexec_fn=_fds, pass_fds=(3, 4))
         os.close(to_browser_r)
@@ -229,7 +231,8 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @contextmanager
-def _serve(folder: Path) -> Iterator[str]:
+def serve_folder(folder: Path) -> Iterator[str]:
+    """Serve ``folder`` on 127.0.0.1 (a free port) for the duration; yields the base URL."""
     handler = functools.partial(_QuietHandler, directory=str(folder))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -252,7 +255,7 @@ def _print_pages(site: Path, docnames: list[str], log: Any = None) -> tuple[str,
         browser.send("Page.enable", session)
         browser.send("Emulation.setEmulatedMedia", session,
                      features=[{"name": "prefers-color-scheme", "value": "light"}])
-        with _serve(site) as base:
+        with serve_folder(site) as base:
             for docname in docnames:
                 t0 = time.perf_counter()
                 browser.send("Page.navigate", session, url=f"{base}{docname}.html")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .._validate import non_negative, one_of, positive, positive_int
+from .._validate import instance, non_negative, non_negative_int, one_of, positive, positive_int
 from .formats import FORMATS, round_trip
 
 Q_FORMATS = ("bf16", "fp8_e4m3", "fp32")
@@ -53,19 +53,44 @@ class Question:
     query: np.ndarray
 
 
-def make_document(n_records: int, seed: int, name: str = "", d: int = 128, near_duplicates: int = 6,
-                  similarity: tuple[float, float] = (0.9, 0.99),
-                  outlier_channels: int = 4, outlier_scale: float = 8.0) -> Document:
+@dataclass(frozen=True)
+class DocumentShape:
+    """How a document's keys look: head dimension ``d``, ``near_duplicates`` of the target with cosine similarity
+    in ``similarity`` (lo, hi), and ``outlier_channels`` channels raised by ``outlier_scale``."""
+
+    d: int = 128
+    near_duplicates: int = 6
+    similarity: tuple[float, float] = (0.9, 0.99)
+    outlier_channels: int = 4
+    outlier_scale: float = 8.0
+
+    def __post_init__(self) -> None:
+        positive_int("d", self.d)
+        if self.d % 32:
+            raise ValueError(f"d must be a multiple of 32 (one q8_0/q4_0 block), got {self.d}")
+        non_negative_int("near_duplicates", self.near_duplicates)
+        pair = self.similarity
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(_is_real(x) for x in pair)
+                and 0 <= pair[0] <= pair[1] < 1):
+            raise ValueError(f"similarity must be a range (lo, hi) with 0 <= lo <= hi < 1, got {pair!r:.80}")
+        object.__setattr__(self, "similarity", (float(pair[0]), float(pair[1])))
+        non_negative_int("outlier_channels", self.outlier_channels)
+        non_negative("outlier_scale", self.outlier_scale)
+
+
+def _is_real(x: object) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+
+
+def make_document(n_records: int, seed: int, name: str = "", shape: DocumentShape = DocumentShape()) -> Document:
     """A seeded document: unit-norm-ish keys with a shared direction and outlier channels; random values."""
     positive_int("n_records", n_records)
-    positive_int("d", d)
-    if d % 32:
-        raise ValueError(f"d must be a multiple of 32 (one q8_0/q4_0 block), got {d}")
-    if not 0 <= near_duplicates < n_records:
-        raise ValueError(f"near_duplicates must lie in [0, n_records), got {near_duplicates}")
-    lo, hi = similarity
-    if not 0 <= lo <= hi < 1:
-        raise ValueError(f"similarity must be a range (lo, hi) with 0 <= lo <= hi < 1, got {similarity}")
+    instance("shape", shape, DocumentShape)
+    d, near_duplicates = shape.d, shape.near_duplicates
+    if not near_duplicates < n_records:
+        raise ValueError(f"shape.near_duplicates must lie in [0, n_records), got {near_duplicates}")
+    lo, hi = shape.similarity
+    outlier_channels, outlier_scale = shape.outlier_channels, shape.outlier_scale
     rng = np.random.default_rng(seed)
     shared = rng.standard_normal(d)
     keys = rng.standard_normal((n_records, d)) + 0.5 * shared
@@ -147,9 +172,9 @@ def run_grid(docs: list[Document], runs: int, kv_formats: list[str], q_formats: 
                                        "target_weight"])
 
 
-def chapter_like_documents(seed: int = 0, **kwargs: float) -> list[Document]:
+def chapter_like_documents(seed: int = 0, shape: DocumentShape = DocumentShape()) -> list[Document]:
     """Eight documents laid out as in the chapter's experiment: n128-r0..r3, then n512-r0..r3 (tasks 1-8)."""
-    return [make_document(n, seed=seed * 1000 + (0 if n == 128 else 100) + r, name=f"n{n}-r{r}", **kwargs)
+    return [make_document(n, seed * 1000 + (0 if n == 128 else 100) + r, f"n{n}-r{r}", shape)
             for n in (128, 512) for r in range(4)]
 
 

@@ -1,6 +1,7 @@
 """Scheduling (section 8.2): who runs in each iteration, and what the iteration costs.
 
 - ``request``: a request as the schedulers see it; ``admission``: who may start beyond the slot limit;
+- ``limits``: what one iteration may hold (running requests, tokens, a prompt piece);
 - ``iteration``: one iteration's work and its cost (the fitted linear model, a roofline model);
 - ``chunking``: chunked-prefill arithmetic; ``shapes``: CUDA-graph shape buckets;
 - ``simulator``: ``simulate`` with the three policies, run by one of two engines: ``events`` (event-driven,
@@ -10,6 +11,7 @@
 
 from .admission import Admission, KVBlockLimit, NoLimit
 from .iteration import FITTED_COST, CostFn, IterationCost, RooflineCost, TotalsCost, Work
+from .limits import Limits
 from .log import Iteration, IterationLog
 from .plans import POLICIES, Engine, Live, Plan, PlanFn
 from .request import Request
@@ -20,7 +22,8 @@ from .simulator import (EXAMPLE_CHUNK_TOKENS, EXAMPLE_MAX_RUNNING, EXAMPLE_TOKEN
 
 __all__ = [
     "Admission", "KVBlockLimit", "NoLimit", "FITTED_COST", "CostFn", "IterationCost", "RooflineCost", "TotalsCost",
-    "Work", "Iteration", "IterationLog", "POLICIES", "Engine", "Live", "Plan", "PlanFn", "Request", "Schedule", "Served",
+    "Work", "Limits", "Iteration", "IterationLog", "POLICIES", "Engine", "Live", "Plan", "PlanFn", "Request",
+    "Schedule", "Served",
     "simulate", "run_example", "example_requests", "replay_requests", "batch_requests", "budget_sweep",
     "budget_within_gap", "quickest_admission_budget", "EXAMPLE_CHUNK_TOKENS", "EXAMPLE_MAX_RUNNING",
     "EXAMPLE_TOKEN_BUDGET", "REPLAY_INTERVAL_S", "REPLAY_OUTPUT_TOKENS", "REPLAY_PROMPT_TOKENS",

@@ -26,6 +26,7 @@ from .log import EventWork, IterationLog
 
 if TYPE_CHECKING:
     from .admission import Admission
+    from .limits import Limits
     from .request import Request
 
 __all__ = ["EngineRun", "run_events", "checked_seconds"]
@@ -59,107 +60,36 @@ class EngineRun:
     makespan_s: float
 
 
-def run_events(requests: Sequence["Request"], policy: str, cost: TotalsCost, max_running: int,
-               token_budget: int | None, chunk_tokens: int | None, admission: "Admission | None",
-               whole_chunks: bool, record_iterations: bool = True) -> EngineRun:
-    """Simulate ``requests`` (sorted by arrival) under a built-in ``policy``; arguments already validated."""
-    n = len(requests)
-    arrival = [r.arrival_s for r in requests]
-    prompt = [r.prompt_tokens for r in requests]
-    output = [r.output_tokens for r in requests]
-    budget_cap = _INF if token_budget is None else token_budget
-    chunk = min(budget_cap, _INF if chunk_tokens is None else chunk_tokens)
-    fixed, chunked = policy == "fixed", policy == "chunked"
-    of_totals = cost.of_totals
-    can_admit = admission.can_admit if admission is not None else None
+def run_events(requests: Sequence["Request"], policy: str, cost: TotalsCost, limits: "Limits",
+               admission: "Admission | None", record_iterations: bool = True) -> EngineRun:
+    """Simulate ``requests`` (sorted by arrival) under a built-in ``policy``; arguments already validated.
 
+    Each iteration: arrivals join the queue; the running decodes and any prompt pieces
+    (``_Batch.plan_prompts``) are priced by their totals and move the clock; completed prompts start
+    decoding and finishers leave. The counts and totals that change every iteration stay local here,
+    so an iteration without prompt work makes no call but the cost's (this loop is the engine's speed).
+    """
+    batch = _Batch(requests, policy, limits, admission)
+    of_totals, arrival, n = cost.of_totals, batch.arrival, len(requests)
+    budget, max_running, fixed = limits.budget, limits.max_running, policy == "fixed"
+    prompt, output, first_token_at = batch.prompt, batch.output, batch.first_token_at
+    prefilling, done, finishing = batch.prefilling, batch.done, batch.finishing
     starts: list[float] = []
     durations: list[float] = []
-    admitted_at = [0] * n
-    first_token_at = [0] * n
-    pieces: list[tuple[int, int, int, int, int]] = []  # (iteration, request, tokens, cached, emits)
-    prefilling: list[list[int]] = []  # [request, tokens prefilled] of admitted prompts not yet done (chunked)
-    finishing: dict[int, list[int]] = {}  # iteration -> requests emitting their last token in it
-    add_start, add_duration, add_piece = starts.append, durations.append, pieces.append
-    done: list[int] = []  # requests whose prompt completes in this iteration
-    now = 0.0
-    k = arrived = admitted = running = decoders = decode_pairs = 0
+    now, k, arrived, admitted, running = 0.0, 0, 0, 0, 0  # requests [0, admitted) were admitted (FCFS)
+    decoders = decode_pairs = 0  # D running decodes with S causal pairs in all
     while admitted < n or running:
         while arrived < n and arrival[arrived] <= now:
             arrived += 1
         if not running and admitted == arrived:
-            now = arrival[arrived]
+            now = arrival[arrived]  # idle: the clock jumps to the next arrival
             continue
         tokens = logits = decoders  # every running decode, one token each
         pairs = kv = decode_pairs
-        if not (fixed and running):  # a fixed batch only decodes until all of it is done
-            budget = budget_cap - decoders
-            if chunked:
-                if prefilling:
-                    still = []
-                    for entry in prefilling:
-                        i, pre = entry
-                        if budget >= 1:
-                            c = min(prompt[i] - pre, chunk)
-                            if c > budget and not whole_chunks:
-                                c = budget
-                            if c <= budget:
-                                tokens += c
-                                pairs += c * pre + c * (c + 1) // 2
-                                kv += pre + c
-                                budget -= c
-                                if pre + c == prompt[i]:
-                                    logits += 1
-                                    done.append(i)
-                                    add_piece((k, i, c, pre, 1))
-                                else:
-                                    entry[1] = pre + c
-                                    still.append(entry)
-                                    add_piece((k, i, c, pre, 0))
-                                continue
-                        still.append(entry)
-                    prefilling = still
-                while (budget >= 1 and running < max_running and admitted < arrived
-                       and (can_admit is None or can_admit(requests[admitted]))):
-                    i = admitted
-                    p = prompt[i]
-                    want = p if p < chunk else chunk
-                    c = want if want < budget else budget
-                    if whole_chunks and c < want:
-                        break  # head-of-line: nobody behind the head is admitted this iteration
-                    if admission is not None:
-                        admission.admit(requests[i])
-                    admitted += 1
-                    running += 1
-                    admitted_at[i] = k
-                    tokens += c
-                    pairs += c * (c + 1) // 2
-                    kv += c
-                    budget -= c
-                    if c == p:
-                        logits += 1
-                        done.append(i)
-                        add_piece((k, i, c, 0, 1))
-                    else:
-                        prefilling.append([i, c])
-                        add_piece((k, i, c, 0, 0))
-            else:
-                while (running < max_running and admitted < arrived
-                       and (can_admit is None or can_admit(requests[admitted])) and prompt[admitted] <= budget):
-                    i = admitted
-                    c = prompt[i]
-                    if admission is not None:
-                        admission.admit(requests[i])
-                    admitted += 1
-                    running += 1
-                    admitted_at[i] = k
-                    tokens += c
-                    pairs += c * (c + 1) // 2
-                    kv += c
-                    logits += 1
-                    budget -= c
-                    done.append(i)
-                    add_piece((k, i, c, 0, 1))
+        if ((admitted < arrived and running < max_running or prefilling)
+                and not (fixed and running)):  # a fixed batch takes new prompts once all of it is done
+            t, p, v, g, admitted, running = batch.plan_prompts(k, admitted, arrived, running, budget - decoders)
+            tokens, pairs, kv, logits = tokens + t, pairs + p, kv + v, logits + g
         if not tokens:
             raise RuntimeError(f"policy {policy!r} planned no work with {running} running "
                                f"and {arrived - admitted} waiting")
@@ -169,44 +99,148 @@ def run_events(requests: Sequence["Request"], policy: str, cost: TotalsCost, max
         end = now + duration
         if end <= now:
             raise clock_stalled(now, duration)
-        add_start(now)
-        add_duration(duration)
+        starts.append(now)
+        durations.append(duration)
         now = end
-        decode_pairs += decoders
+        # the iteration emitted its tokens: completed prompts start decoding, finishers free their slots
+        decode_pairs += decoders  # every decode's context grew by one token
         finished = finishing.pop(k, None)
-        if done:
-            for i in done:
-                first_token_at[i] = k
-                g = output[i]
-                if g == 1:
-                    finished = [i] if finished is None else finished + [i]
-                else:
-                    decoders += 1
-                    decode_pairs += prompt[i] + 1
-                    finishing.setdefault(k + g - 1, []).append(i)
-            done.clear()
+        for i in done:
+            first_token_at[i] = k
+            g = output[i]
+            if g == 1:
+                finished = [i] if finished is None else finished + [i]
+            else:
+                decoders += 1
+                decode_pairs += prompt[i] + 1
+                finishing.setdefault(k + g - 1, []).append(i)
+        done.clear()
         if finished is not None:
             finished.sort()
+            running -= len(finished)
             for i in finished:
-                running -= 1
                 if admission is not None:
                     admission.release(requests[i])
                 if output[i] > 1:
                     decoders -= 1
                     decode_pairs -= prompt[i] + output[i]
         k += 1
+    return batch.result(starts, durations, record_iterations)
 
-    start_arr = np.array(starts)
-    ends = start_arr + np.array(durations)
-    ends.flags.writeable = False
-    first_tok = np.array(first_token_at, dtype=np.int64)
-    out = np.array(output, dtype=np.int64)
-    token_times = [ends[a:b] for a, b in zip(first_token_at, (first_tok + out).tolist())]
-    makespan = float(ends[first_tok + out - 1].max()) - min(arrival)
-    first_work = start_arr[np.array(admitted_at, dtype=np.int64)]
-    if record_iterations:
-        work = EventWork(requests, first_tok, np.array(pieces, dtype=np.int64).reshape(-1, 5))
-        log = IterationLog(start_arr, durations, work)
-    else:
-        log = IterationLog([], [], lambda k: ())
-    return EngineRun(first_work, token_times, log, makespan)
+
+class _Batch:
+    """What ``run_events`` keeps between iterations besides its counts: the requests' sizes, the prompts being
+    prefilled, the calendar of finishers; the prompt planning; the record the results are built from."""
+
+    __slots__ = ("requests", "arrival", "prompt", "output", "admission", "max_running", "chunk", "whole_chunks",
+                 "prefilling", "finishing", "done", "admitted_at", "first_token_at", "pieces")
+
+    def __init__(self, requests: Sequence["Request"], policy: str, limits: "Limits",
+                 admission: "Admission | None") -> None:
+        n = len(requests)
+        self.requests = requests
+        self.arrival = [r.arrival_s for r in requests]
+        self.prompt = [r.prompt_tokens for r in requests]
+        self.output = [r.output_tokens for r in requests]
+        self.admission = admission
+        self.max_running, self.chunk = limits.max_running, limits.chunk
+        self.whole_chunks = limits.whole_chunks or policy != "chunked"  # only 'chunked' splits a prompt
+        self.prefilling: list[list[int]] = []  # [request, tokens prefilled] of admitted prompts not yet done
+        self.finishing: dict[int, list[int]] = {}  # iteration -> requests emitting their last token in it
+        self.done: list[int] = []  # requests whose prompt completes in the iteration being planned
+        self.admitted_at = [0] * n  # iteration of each request's first work
+        self.first_token_at = [0] * n  # iteration of each request's first token
+        self.pieces: list[tuple[int, int, int, int, int]] = []  # (iteration, request, tokens, cached, emits)
+
+    # ---- the prompts of one iteration ------------------------------------------------------------
+    def plan_prompts(self, k: int, admitted: int, arrived: int, running: int,
+                     budget: float) -> tuple[int, int, int, int, int, int]:
+        """Prompt work of iteration ``k`` within ``budget`` tokens, (tokens, pairs, kv tokens, logits), and the
+        counts of requests admitted and running after it.
+
+        First one more piece of each admitted prompt (chunked), then waiting requests in arrival order
+        while a slot is free, the admission agrees and a first piece fits (the whole prompt under fixed
+        and continuous); a head of the queue whose piece does not fit blocks those behind it.
+        """
+        tokens = pairs = kv = logits = 0
+        if self.prefilling:
+            tokens, pairs, kv, logits, budget = self._continue_prefills(k, budget)
+        i, admission = admitted, self.admission
+        while (budget >= 1 and i < arrived and running < self.max_running
+               and (admission is None or admission.can_admit(self.requests[i]))):
+            p = self.prompt[i]
+            c = self._fitting(p, budget)
+            if not c:
+                break
+            if admission is not None:
+                admission.admit(self.requests[i])
+            running += 1
+            self.admitted_at[i] = k
+            tokens += c
+            pairs += c * (c + 1) // 2
+            kv += c
+            budget -= c
+            if c == p:
+                logits += 1
+                self.done.append(i)
+                self.pieces.append((k, i, c, 0, 1))
+            else:
+                self.prefilling.append([i, c])
+                self.pieces.append((k, i, c, 0, 0))
+            i += 1
+        return tokens, pairs, kv, logits, i, running
+
+    def _continue_prefills(self, k: int, budget: float) -> tuple[int, int, int, int, float]:
+        """One more piece of each admitted prompt, in admission order, where one fits: their totals (as
+        ``plan_prompts``) and the budget left."""
+        tokens = pairs = kv = logits = 0
+        prompt, still = self.prompt, []
+        for entry in self.prefilling:
+            i, pre = entry
+            c = self._fitting(prompt[i] - pre, budget)
+            if c:
+                tokens += c
+                pairs += c * pre + c * (c + 1) // 2
+                kv += pre + c
+                budget -= c
+                if pre + c == prompt[i]:
+                    logits += 1
+                    self.done.append(i)
+                    self.pieces.append((k, i, c, pre, 1))
+                    continue
+                self.pieces.append((k, i, c, pre, 0))
+                entry[1] = pre + c
+            still.append(entry)
+        self.prefilling[:] = still
+        return tokens, pairs, kv, logits, budget
+
+    def _fitting(self, left: int, budget: float) -> int:
+        """The piece of a prompt with ``left`` tokens to go that runs now within ``budget`` (0: none fits).
+
+        At most a chunk (chunked) or the whole prompt; a piece over the budget waits under ``whole_chunks``
+        (always, unless chunked), else is cut to it.
+        """
+        if budget < 1:
+            return 0
+        c = left if left < self.chunk else self.chunk
+        if c > budget:
+            return 0 if self.whole_chunks else int(budget)
+        return c
+
+    # ---- the result ------------------------------------------------------------------------------
+    def result(self, starts: list[float], durations: list[float], record_iterations: bool) -> EngineRun:
+        """Each request's first work and token times (slices of the iteration end times), the log, the makespan."""
+        start_arr = np.array(starts)
+        ends = start_arr + np.array(durations)
+        ends.flags.writeable = False
+        first_tok = np.array(self.first_token_at, dtype=np.int64)
+        out = np.array(self.output, dtype=np.int64)
+        token_times = [ends[a:b] for a, b in zip(self.first_token_at, (first_tok + out).tolist())]
+        makespan = float(ends[first_tok + out - 1].max()) - min(self.arrival)
+        first_work = start_arr[np.array(self.admitted_at, dtype=np.int64)]
+        if record_iterations:
+            work = EventWork(self.requests, first_tok, np.array(self.pieces, dtype=np.int64).reshape(-1, 5))
+            log = IterationLog(start_arr, durations, work)
+        else:
+            log = IterationLog([], [], lambda k: ())
+        return EngineRun(first_work, token_times, log, makespan)

@@ -91,12 +91,9 @@ def totals(work: Sequence[Work]) -> tuple[int, int, int, int]:
 
 
 def _check_totals(new_tokens: int, pairs: int, kv_tokens: int, logits: int) -> None:
-    """Refuse totals that are not integers >= 0 (plain ints, as the engines pass them, take one check)."""
-    if not (type(new_tokens) is int and type(pairs) is int and type(kv_tokens) is int and type(logits) is int
-            and new_tokens >= 0 and pairs >= 0 and kv_tokens >= 0 and logits >= 0):
-        for name, value in (("new_tokens", new_tokens), ("pairs", pairs), ("kv_tokens", kv_tokens),
-                            ("logits", logits)):
-            non_negative_int(name, value)
+    """Refuse totals that are not integers >= 0 (the costs call this only when the quick check fails)."""
+    for name, value in (("new_tokens", new_tokens), ("pairs", pairs), ("kv_tokens", kv_tokens), ("logits", logits)):
+        non_negative_int(name, value)
 
 
 @dataclass(frozen=True)
@@ -118,7 +115,10 @@ class IterationCost:
 
     def of_totals(self, new_tokens: int, pairs: int, kv_tokens: int = 0, logits: int = 0) -> float:
         """Seconds of an iteration with these totals (KV tokens and logits do not enter this model)."""
-        _check_totals(new_tokens, pairs, kv_tokens, logits)
+        # plain ints >= 0, as the engines pass them once per iteration, pass without a call
+        if not (type(new_tokens) is type(pairs) is type(kv_tokens) is type(logits) is int
+                and new_tokens >= 0 and pairs >= 0 and kv_tokens >= 0 and logits >= 0):
+            _check_totals(new_tokens, pairs, kv_tokens, logits)
         return self.fixed_s + self.per_token_s * new_tokens + self.per_pair_s * pairs
 
     def of(self, new_tokens: int, cached_tokens: int = 0) -> float:
@@ -166,7 +166,9 @@ class RooflineCost:
 
     def of_totals(self, new_tokens: int, pairs: int, kv_tokens: int, logits: int) -> float:
         """Seconds of an iteration with these totals (the sum of ``ModelSpec.flops`` over its items)."""
-        _check_totals(new_tokens, pairs, kv_tokens, logits)
+        if not (type(new_tokens) is type(pairs) is type(kv_tokens) is type(logits) is int
+                and new_tokens >= 0 and pairs >= 0 and kv_tokens >= 0 and logits >= 0):
+            _check_totals(new_tokens, pairs, kv_tokens, logits)
         per_token, per_logit, per_pair, weights, per_kv, flop_rate, byte_rate = self._coefficients
         flops = per_token * new_tokens + per_logit * logits + per_pair * pairs
         compute_s = flops / flop_rate

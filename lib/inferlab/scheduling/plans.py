@@ -16,10 +16,11 @@ from types import MappingProxyType
 
 import numpy as np
 
-from .._validate import finite, flag, instance, items, non_negative, non_negative_int, positive_int
+from .._validate import finite, instance, items, non_negative, non_negative_int
 from .admission import Admission
 from .events import EngineRun, checked_seconds, clock_stalled
 from .iteration import CostFn, Work
+from .limits import Limits
 from .log import IterationLog
 from .request import Request
 
@@ -61,26 +62,21 @@ class Live:
 class Engine:
     """Queues and limits the policies act on: pending (not arrived), waiting (FCFS) and running requests."""
 
-    def __init__(self, requests: Sequence["Request"], max_running: int, admission: "Admission",
-                 token_budget: int | None, chunk_tokens: int | None, whole_chunks: bool) -> None:
+    def __init__(self, requests: Sequence["Request"], limits: Limits, admission: "Admission") -> None:
         requests = items("requests", requests)
         for r in requests:
             instance("requests", r, Request, "a sequence of Request")
-        positive_int("max_running", max_running)
+        instance("limits", limits, Limits)
         instance("admission", admission, Admission, "an Admission (NoLimit, KVBlockLimit, ...)")
-        for name, limit in (("token_budget", token_budget), ("chunk_tokens", chunk_tokens)):
-            if limit is not None:
-                positive_int(name, limit)
-        flag("whole_chunks", whole_chunks)
         self.pending: deque[Request] = deque(requests)
         self.waiting: deque[Request] = deque()
         self.running: list[Live] = []
         self.admitted = 0  # admission is first come, first served: the n-th admitted is n-th in arrival order
-        self.max_running = max_running
+        self.max_running = limits.max_running
         self.admission = admission
-        self.budget = math.inf if token_budget is None else token_budget
-        self.chunk = min(self.budget, math.inf if chunk_tokens is None else chunk_tokens)
-        self.whole_chunks = whole_chunks
+        self.budget = limits.budget
+        self.chunk = limits.chunk
+        self.whole_chunks = limits.whole_chunks
 
     def arrive(self, now: float) -> None:
         """Move every request that has arrived by ``now`` from pending to waiting."""
@@ -176,11 +172,10 @@ POLICIES: Mapping[str, PlanFn] = MappingProxyType({
 })
 
 
-def run_plans(requests: Sequence["Request"], plan_of: PlanFn, cost: CostFn, max_running: int,
-              token_budget: int | None, chunk_tokens: int | None, admission: "Admission",
-              whole_chunks: bool, record_iterations: bool = True) -> EngineRun:
+def run_plans(requests: Sequence["Request"], plan_of: PlanFn, cost: CostFn, limits: Limits, admission: "Admission",
+              record_iterations: bool = True) -> EngineRun:
     """Simulate ``requests`` (sorted by arrival) under the policy ``plan_of`` with any ``cost``; arguments validated."""
-    engine = Engine(requests, max_running, admission, token_budget, chunk_tokens, whole_chunks)
+    engine = Engine(requests, limits, admission)
     policy = getattr(plan_of, "__name__", repr(plan_of))
     finished: list[Live | None] = [None] * len(requests)
     starts: list[float] = []

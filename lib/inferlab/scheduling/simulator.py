@@ -40,7 +40,8 @@ from .._validate import (MAX_COUNT, finite_result, flag, instance, items, mappin
 from ..timeline import RequestTimes, itls_by_request, summarize
 from .admission import Admission, KVBlockLimit, NoLimit
 from .events import run_events
-from .iteration import FITTED_COST, CostFn, IterationCost, RooflineCost, TotalsCost, Work
+from .iteration import FITTED_COST, CostFn, TotalsCost
+from .limits import Limits
 from .log import Iteration, IterationLog
 from .plans import POLICIES, PlanFn, run_plans
 from .request import Request
@@ -116,6 +117,15 @@ class Schedule:
         """Longest gap between consecutive output tokens of any request; NaN when no request has two tokens."""
         return float(np.fmax.reduce(self._itls[0]))  # fmax skips the NaN of one-token requests
 
+    def iterations_queued(self, name: str) -> int:
+        """Iterations that start while request ``name`` waits: after its arrival, before its first work.
+
+        The iteration already running when it arrives is not counted; its remainder is part of ``queue_s`` too.
+        """
+        served = self.served[one_of("name", name, self.served)]
+        starts = self.iterations.start_s
+        return int(np.count_nonzero((starts >= served.request.arrival_s) & (starts < served.first_work_s)))
+
     def summary(self) -> dict[str, float]:
         """Batch metrics of ``timeline.summarize`` (makespan from the first arrival) plus the iteration count."""
         out = summarize([s.times for s in self.served.values()])
@@ -179,21 +189,21 @@ def simulate(
     """
     requests = items("requests", requests)
     builtin, plan, name = _checked_policy(policy)
-    _check_limits(requests, builtin, max_running, token_budget, chunk_tokens)
+    _check_requests(requests)
+    limits = Limits(max_running, token_budget, chunk_tokens, whole_chunks)
+    _check_policy_limits(requests, builtin, limits)
     if not callable(cost):
         raise ValueError(f"cost must be a callable on a sequence of Work (a CostFn), got {cost!r}")
-    flag("whole_chunks", whole_chunks), flag("record_iterations", record_iterations)
+    flag("record_iterations", record_iterations)
     admission = _checked_admission(requests, admission)
 
     ordered = sorted(requests, key=lambda r: r.arrival_s)
-    fast = isinstance(cost, TotalsCost) and builtin is not None
     with _gc_paused():
-        if fast:
-            run = run_events(ordered, builtin, cost, max_running, token_budget, chunk_tokens, admission,
-                             whole_chunks, record_iterations)
+        if isinstance(cost, TotalsCost) and builtin is not None:
+            run = run_events(ordered, builtin, cost, limits, admission, record_iterations)
         else:
-            run = run_plans(ordered, plan, cost, max_running, token_budget, chunk_tokens,
-                            NoLimit() if admission is None else admission, whole_chunks, record_iterations)
+            run = run_plans(ordered, plan, cost, limits, NoLimit() if admission is None else admission,
+                            record_iterations)
         trusted = RequestTimes._trusted
         by_name = {r.name: Served(r, first, trusted(r.arrival_s, times))
                    for r, first, times in zip(ordered, run.first_work_s.tolist(), run.token_times_s)}
@@ -209,9 +219,8 @@ def _checked_policy(policy: str | PlanFn) -> tuple[str | None, PlanFn, str]:
     return policy, POLICIES[policy], policy
 
 
-def _check_limits(requests: list[Request], builtin: str | None, max_running: int, token_budget: int | None,
-                  chunk_tokens: int | None) -> None:
-    """Refuse requests and limits the policy cannot run under (ValueError naming the argument)."""
+def _check_requests(requests: list[Request]) -> None:
+    """Refuse an empty list, anything but ``Request``s, repeated names and counts beyond ``MAX_COUNT``."""
     if not requests:
         raise ValueError("requests must not be empty")
     stranger = next((r for r in requests if not isinstance(r, Request)), None)
@@ -223,23 +232,20 @@ def _check_limits(requests: list[Request], builtin: str | None, max_running: int
     if huge is not None:
         raise ValueError(f"requests must have prompt_tokens and output_tokens of at most {MAX_COUNT} (the iterations "
                          f"to simulate), got request {huge.name!r}")
-    positive_int("max_running", max_running)
-    if token_budget is not None:
-        positive_int("token_budget", token_budget)
-        if token_budget < max_running:
-            raise ValueError(f"token_budget ({token_budget}) must be at least max_running ({max_running}) "
-                             "so that every running decode fits in one iteration")
-    if builtin == "chunked" and token_budget is None:
+
+
+def _check_policy_limits(requests: list[Request], builtin: str | None, limits: Limits) -> None:
+    """Refuse limits the built-in policy cannot run under (ValueError naming the argument)."""
+    if builtin == "chunked" and limits.token_budget is None:
         raise ValueError("token_budget is required for policy 'chunked'")
-    if chunk_tokens is not None:
-        positive_int("chunk_tokens", chunk_tokens)
-        if builtin in ("fixed", "continuous"):
+    if builtin in ("fixed", "continuous"):
+        if limits.chunk_tokens is not None:
             raise ValueError("chunk_tokens applies to policy 'chunked' only")
-    if builtin in ("fixed", "continuous") and token_budget is not None:
-        too_long = next((r for r in requests if r.prompt_tokens > token_budget), None)
+        budget = limits.token_budget
+        too_long = None if budget is None else next((r for r in requests if r.prompt_tokens > budget), None)
         if too_long is not None:
             raise ValueError(f"request {too_long.name!r}: prompt_tokens ({too_long.prompt_tokens}) exceed "
-                             f"token_budget ({token_budget}) and policy {builtin!r} cannot split a prompt")
+                             f"token_budget ({budget}) and policy {builtin!r} cannot split a prompt")
 
 
 def _checked_admission(requests: list[Request], admission: Admission | None) -> Admission | None:
@@ -319,6 +325,9 @@ def budget_sweep(requests: Sequence[Request], budgets: Iterable[int], cost: Cost
                  max_running: int = 8, first_late: int = 1, whole_chunks: bool = False) -> "pd.DataFrame":
     """Chunked runs of ``requests`` per token budget (chunk = budget): late arrivals' queueing, worst gap, makespan (s).
 
+    ``late_queue_iterations_mean`` is the late arrivals' mean count of iterations that start while they wait
+    (``Schedule.iterations_queued``).
+
     "Late" requests are those from index ``first_late`` on in arrival order (default: all but the first).
     With the chunk equal to the budget a whole chunk never fits beside a running decode, so pieces
     are cut to the budget left (``whole_chunks=False``, as vLLM does) unless asked otherwise.
@@ -339,9 +348,10 @@ def budget_sweep(requests: Sequence[Request], budgets: Iterable[int], cost: Cost
         positive_int("budgets", budget)
         s = simulate(ordered, "chunked", cost, max_running, token_budget=budget, whole_chunks=whole_chunks)
         queues = [s.served[n].queue_s for n in late]
+        waited = [s.iterations_queued(n) for n in late]
         rows.append({"token_budget": budget, "late_queue_mean_s": sum(queues) / len(queues),
-                     "late_queue_max_s": max(queues), "max_itl_s": s.max_itl_s, "makespan_s": s.makespan_s,
-                     "iterations": len(s.iterations)})
+                     "late_queue_max_s": max(queues), "late_queue_iterations_mean": sum(waited) / len(waited),
+                     "max_itl_s": s.max_itl_s, "makespan_s": s.makespan_s, "iterations": len(s.iterations)})
     if not rows:
         raise ValueError("budgets must name at least one token budget")
     return pd.DataFrame(rows).set_index("token_budget")
