@@ -79,3 +79,20 @@ def test_kv_capacity_table_is_the_chapter_table() -> None:
     assert smaller["fit in 6 GiB"].tolist() == [6144 // 360, 6144 // 1224]
     with pytest.raises(ValueError, match="block_size"):
         example.kv_capacity_table(block_size=0)
+
+
+def test_short_request_in_batch_adds_the_measured_step_growth_to_every_gap() -> None:
+    from inferlab.datasets import published
+
+    step = published("batch_sweep_8_1").set_index("batch")["decode_step_s"]
+    alone = example.short_request_in_batch(1)
+    assert alone.request_time_s == pytest.approx(example.single_short_request().request_time_s)
+    assert alone.ttft_s == pytest.approx(0.196) and round(alone.request_time_s, 2) == 6.95
+    for b in (4, 16, 64):  # measured batches: the gap grows by exactly the measured step's growth
+        r = example.short_request_in_batch(b)
+        assert r.ttft_s == pytest.approx(alone.ttft_s)
+        assert r.itls_s == pytest.approx(example.SINGLE_ITL_S + step[b] - step[1], abs=1e-5)  # steps interpolated in bytes
+    times = [example.short_request_in_batch(b).request_time_s for b in (1, 2, 4, 16, 64)]
+    assert times == sorted(times) and times[0] < example.DEADLINE_S < times[2]
+    with pytest.raises(ValueError, match="batch"):
+        example.short_request_in_batch(0)

@@ -187,6 +187,25 @@ def test_goodput_sweep_saturates_and_goodput_falls() -> None:
     assert one.loc[4, "goodput_rps"] < one.loc[1, "goodput_rps"]
 
 
+def test_goodput_windows_are_the_sweeps_windows_and_its_medians() -> None:
+    w = sv.goodput_windows(rates=(4,), policies=("chunked", "one-at-a-time"), windows=3)
+    assert list(w.index.names) == ["arrival_rate_per_s", "policy", "window"] and len(w) == 6
+    assert list(w.loc[(4, "chunked")].index) == [1, 2, 3]
+    t = sv.goodput_sweep(rates=(4,), policies=("chunked", "one-at-a-time"), windows=3)
+    for policy in ("chunked", "one-at-a-time"):
+        one = w.loc[(4, policy)]
+        assert t.loc[(4, policy), "goodput_rps"] == one["goodput_rps"].median()
+        assert t.loc[(4, policy), "completion_rps"] == one["completion_rps"].median()
+        assert t.loc[(4, policy), "window_goodput_rps"] == tuple(one["goodput_rps"].round(3))
+    assert (w["goodput_rps"] <= w["completion_rps"]).all()
+    # window w is the same arrivals under both policies: seed + w
+    reqs, correct = sv.retrieval_window(4, seed=1)
+    s = sv.summarize_served(sv.serve(reqs, "chunked", deadline_s=3.0, correct=correct))
+    assert w.loc[(4, "chunked", 2), "goodput_rps"] == pytest.approx(s["goodput_rps"])
+    with pytest.raises(ValueError, match="windows"):
+        sv.goodput_windows(windows=0)
+
+
 def test_tokens_per_round_needed_for_d() -> None:
     d = sv.CHAPTER_CONFIGS["D"]
     m = sv.tokens_per_round_needed(d)

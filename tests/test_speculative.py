@@ -364,3 +364,37 @@ def test_draft_length_frame_finds_the_chapter_optimum_at_batch_1():
 
     frame = draft_length_frame(0.75, 1.0, 3.6, 1, 1)
     assert int(frame["ms per token"].idxmin()) == 4 and frame.notna().all().all()
+
+
+def test_batch_padded_rows_pads_the_iterations_total_up_to_the_largest_captured_size():
+    from inferlab.scheduling.shapes import multiples
+
+    captured = multiples(8, 512)  # vLLM's pattern: 1, 2, 4, then multiples of 8 up to 512
+    assert C.batch_padded_rows(4, 1, captured) == 8 and C.batch_padded_rows(8, 1, captured) == 16  # 5 -> 8, 9 -> 16
+    assert C.batch_padded_rows(4, 3, captured) == 16  # 15 rows of three requests: one padding row, not 3 x 3
+    assert C.batch_padded_rows(4, 16, captured) == 80  # already a captured size
+    assert C.batch_padded_rows(1, 256, captured) == 512 and C.batch_padded_rows(2, 256, captured) == 768  # eager
+    assert C.batch_padded_rows(2, 5) == 15  # no captured sizes: no padding
+    with pytest.raises(ValueError, match="batch"):
+        C.batch_padded_rows(2, 0, captured)
+
+
+def test_padded_round_time_matches_the_plain_step_and_charges_padding_only_when_compute_bound():
+    from inferlab.scheduling.shapes import multiples
+
+    overhead = PLAIN - C.verify_step_s(MODEL, ACCELERATOR, 1, 2048, 0)
+    plain = C.padded_round_time_s(0, MODEL, ACCELERATOR, 1, 2048, overhead_s=overhead, mfu=0.58)
+    assert plain == pytest.approx(PLAIN)
+    assert plain == pytest.approx(C.round_time_s(0, MODEL, ACCELERATOR, 1, 2048, overhead_s=overhead, mfu=0.58))
+    captured = multiples(8, 512)
+    # batch 1 is memory-bound: 8 or 16 rows take the same time; drafts add per_draft_s each
+    at1 = [C.padded_round_time_s(m, MODEL, ACCELERATOR, 1, 2048, 0.0, overhead, 0.58, captured) for m in (7, 8)]
+    assert at1[0] == at1[1] == pytest.approx(plain)
+    assert C.padded_round_time_s(3, MODEL, ACCELERATOR, 1, 2048, 1e-3, overhead, 0.58) == pytest.approx(plain + 3e-3)
+    # compute-bound (250 requests, 512 tokens): 500 rows padded to 512 cost time; past 512 rows nothing is padded
+    padded = C.padded_round_time_s(1, MODEL, ACCELERATOR, 250, 512, 0.0, 0.0, 0.58, (1, 2, 4, 512))
+    exact = C.padded_round_time_s(1, MODEL, ACCELERATOR, 250, 512, 0.0, 0.0, 0.58, None)
+    assert padded > exact
+    big = [C.padded_round_time_s(m, MODEL, ACCELERATOR, 256, 512, 0.0, 0.0, 0.58, captured) for m in (2, 3)]
+    assert big[0] == pytest.approx(C.padded_round_time_s(2, MODEL, ACCELERATOR, 256, 512, 0.0, 0.0, 0.58))
+    assert big[0] < big[1]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ._validate import instance, mapping, non_negative, non_negative_int, positive_int
-from .calibration import decode_step_table
+from .calibration import decode_step_table, measured_decode_step
 from .datasets import published
 from .hardware import ACCELERATORS, Accelerator
 from .memory import kv_tokens, max_concurrent_requests, request_kv_bytes
@@ -131,3 +131,16 @@ def read_floor_batch(context_tokens: int = 2048) -> tuple[int, float]:
     crossing = (ys[-1] - slope * xs[-1]) / (1 / beta - slope)  # bytes where x / beta = the extrapolated step
     batch = math.ceil((crossing - MODEL.matrix_weight_bytes()) / (L * MODEL.kv_bytes_per_token()))
     return batch, float(crossing)
+
+
+def short_request_in_batch(batch: int) -> RequestTimes:
+    """Section 8.1.1's short request when ``batch`` requests of its shape share every decode step.
+
+    Each gap is the request's 26.5 ms alone plus what experiment 8-1's decode step gains from batch 1 to
+    ``batch`` (interpolated in bytes read, as ``calibration.measured_decode_step``). The queue and the prefill
+    stay as when alone: other requests' prefills are left out, so this is the best a batch allows the request.
+    """
+    b = positive_int("batch", batch)
+    D_w, k, L = MODEL.matrix_weight_bytes(), MODEL.kv_bytes_per_token(), SHORT.prompt_tokens
+    step = [measured_decode_step(step_read_bytes(n, L, D_w, k)) for n in (1, b)]
+    return single_request(SINGLE_QUEUE_S, SINGLE_PREFILL_S, SINGLE_ITL_S + step[1] - step[0], SHORT.output_tokens)

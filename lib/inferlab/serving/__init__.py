@@ -15,7 +15,7 @@ from .load import SERVING_POLICIES, EngineSetup, ServingPolicy, poisson_requests
 from .metrics import (amdahl_derivation, amdahl_speedup, completion_and_goodput, in_system_curve, little_n,
                       mean_in_system, observation_window, summarize_served, task_time, time_average_in_system)
 from .rates import decode_rate, efficiency_table, gpu_seconds, prefill_rate, shared_batch_rates
-from .sweep import (ANSWER_TOKENS, TASK_PROMPT_TOKENS, WRONG_TASK, goodput_at, goodput_sweep, load_table,
+from .sweep import (ANSWER_TOKENS, TASK_PROMPT_TOKENS, WRONG_TASK, goodput_at, goodput_sweep, goodput_windows, load_table,
                     retrieval_window)
 from .traces import AZURE_CONV, azure_conv, dispersion, mean_rate, poisson_twin, trace_comparison, trace_window
 
@@ -27,6 +27,7 @@ __all__ = [
     "amdahl_derivation", "amdahl_speedup", "completion_and_goodput", "in_system_curve", "little_n", "mean_in_system",
     "observation_window", "summarize_served", "task_time", "time_average_in_system",
     "decode_rate", "efficiency_table", "gpu_seconds", "prefill_rate", "shared_batch_rates",
-    "ANSWER_TOKENS", "TASK_PROMPT_TOKENS", "WRONG_TASK", "goodput_at", "goodput_sweep", "load_table", "retrieval_window",
+    "ANSWER_TOKENS", "TASK_PROMPT_TOKENS", "WRONG_TASK", "goodput_at", "goodput_sweep", "goodput_windows", "load_table",
+    "retrieval_window",
     "AZURE_CONV", "azure_conv", "dispersion", "mean_rate", "poisson_twin", "trace_comparison", "trace_window",
 ]

@@ -21,7 +21,8 @@ from ..scheduling.simulator import Request
 from .load import SERVING_POLICIES, poisson_requests, serve
 from .metrics import completion_and_goodput, summarize_served
 
-__all__ = ["TASK_PROMPT_TOKENS", "ANSWER_TOKENS", "WRONG_TASK", "retrieval_window", "goodput_sweep", "load_table", "goodput_at"]
+__all__ = ["TASK_PROMPT_TOKENS", "ANSWER_TOKENS", "WRONG_TASK", "retrieval_window", "goodput_windows", "goodput_sweep",
+           "load_table", "goodput_at"]
 
 #: Prompt tokens of the eight tasks: four documents of 128 records, four of 512 (about 20 tokens a record).
 TASK_PROMPT_TOKENS: tuple[int, ...] = (2560,) * 4 + (10_240,) * 4
@@ -60,12 +61,13 @@ def retrieval_window(rate_per_s: float, n_requests: int = 16, seed: int = 0,
     return reqs, {r.name: t + 1 != WRONG_TASK for r, t in zip(reqs, tasks)}
 
 
-def goodput_sweep(rates: Iterable[float] = (1, 4, 16), policies: Iterable[str] = ("one-at-a-time", "chunked"),
-                  windows: int = 3, deadline_s: float = 3.0, seed: int = 0, max_running: int = 64,
-                  answer_tokens: int = ANSWER_TOKENS) -> pd.DataFrame:
-    """Median completion throughput and goodput over ``windows`` windows per (rate, policy), plus the window values.
+def goodput_windows(rates: Iterable[float] = (1, 4, 16), policies: Iterable[str] = ("one-at-a-time", "chunked"),
+                    windows: int = 3, deadline_s: float = 3.0, seed: int = 0, max_running: int = 64,
+                    answer_tokens: int = ANSWER_TOKENS) -> pd.DataFrame:
+    """Every window of the sweep on its own, the dots of Figures 8-33 and 8-34: one row per (rate, policy, window).
 
-    ``gpu_s_per_good`` is infinite where no answer was good (a deadline nothing meets).
+    Window w at every rate and policy uses seed ``seed + w``. Columns: completion_rps, goodput_rps,
+    latency_p95_s and gpu_s_per_good (infinite where no answer was good).
     """
     rates, policies = _rates(rates), _policies(policies)
     positive_int("windows", windows, at_most=MAX_COUNT)
@@ -74,18 +76,32 @@ def goodput_sweep(rates: Iterable[float] = (1, 4, 16), policies: Iterable[str] =
     rows = []
     for rate in rates:
         for policy in policies:
-            per = []
             for w in range(windows):
                 reqs, correct = retrieval_window(rate, seed=seed + w, answer_tokens=answer_tokens)
                 s = summarize_served(serve(reqs, policy, max_running=max_running, deadline_s=deadline_s, correct=correct))
-                per.append(s)
-            frame = pd.DataFrame(per)
-            rows.append({"arrival_rate_per_s": rate, "policy": policy,
-                         "completion_rps": float(frame["completion_rps"].median()),
-                         "goodput_rps": float(frame["goodput_rps"].median()),
-                         "latency_p95_s": float(frame["latency_p95_s"].median()),
-                         "gpu_s_per_good": float(frame["gpu_s_per_good"].median()),
-                         "window_goodput_rps": tuple(frame["goodput_rps"].round(3))})
+                rows.append({"arrival_rate_per_s": rate, "policy": policy, "window": w + 1,
+                             **{k: float(s[k]) for k in ("completion_rps", "goodput_rps", "latency_p95_s",
+                                                         "gpu_s_per_good")}})
+    return pd.DataFrame(rows).set_index(["arrival_rate_per_s", "policy", "window"])
+
+
+def goodput_sweep(rates: Iterable[float] = (1, 4, 16), policies: Iterable[str] = ("one-at-a-time", "chunked"),
+                  windows: int = 3, deadline_s: float = 3.0, seed: int = 0, max_running: int = 64,
+                  answer_tokens: int = ANSWER_TOKENS) -> pd.DataFrame:
+    """Median completion throughput and goodput over ``windows`` windows per (rate, policy), plus the window values
+    (``goodput_windows`` gives every window on its own).
+
+    ``gpu_s_per_good`` is infinite where no answer was good (a deadline nothing meets).
+    """
+    per = goodput_windows(rates, policies, windows, deadline_s, seed, max_running, answer_tokens)
+    rows = []
+    for (rate, policy), frame in per.groupby(level=["arrival_rate_per_s", "policy"], sort=False):
+        rows.append({"arrival_rate_per_s": rate, "policy": policy,
+                     "completion_rps": float(frame["completion_rps"].median()),
+                     "goodput_rps": float(frame["goodput_rps"].median()),
+                     "latency_p95_s": float(frame["latency_p95_s"].median()),
+                     "gpu_s_per_good": float(frame["gpu_s_per_good"].median()),
+                     "window_goodput_rps": tuple(frame["goodput_rps"].round(3))})
     return pd.DataFrame(rows).set_index(["arrival_rate_per_s", "policy"])
 
 

@@ -25,7 +25,8 @@ __all__ = ["expected_tokens", "tokens_distribution", "time_per_token", "mean_of_
            "spec_time_per_token", "break_even_draft_s", "amortization_tokens", "expected_rounds",
            "request_time", "effective_bandwidth", "draft_forward_s", "drafting_s", "marginal_tokens",
            "worth_extending", "linear_round_s", "draft_length_table", "verify_rows", "VERIFY_BUCKETS",
-           "extra_verify_flops", "verify_step_s", "batch_speedup", "geometric_profile", "round_time_s"]
+           "extra_verify_flops", "verify_step_s", "batch_speedup", "geometric_profile", "round_time_s",
+           "batch_padded_rows", "padded_round_time_s"]
 
 #: Captured verification shapes of section 8.5.4: 4 or 5 verified tokens run as 8 rows, 9 as 16.
 VERIFY_BUCKETS: tuple[int, ...] = (8, 16, 32, 64)
@@ -225,3 +226,27 @@ def round_time_s(m: int, model: ModelSpec, accelerator: Accelerator, batch: int 
         rows = padded_rows(rows, buckets)
     verify = verify_step_s(model, accelerator, batch, context_tokens, rows - 1, mfu, 1.0)
     return non_negative("overhead_s", overhead_s) + verify + linear_round_s(m, 1.0, per_draft_s, group) - 1.0
+
+
+def batch_padded_rows(m: int, batch: int, captured: Sequence[int] | None = None) -> int:
+    """Rows one verification iteration computes: the batch's total, ``batch`` x (m + 1), padded up to the smallest
+    captured size that holds it; past the largest captured size (or with ``captured`` None) it runs unpadded."""
+    total = positive_int("batch", batch) * (non_negative_int("m", m) + 1)
+    return total if captured is None else padded_rows(total, captured)
+
+
+def padded_round_time_s(m: int, model: ModelSpec, accelerator: Accelerator, batch: int = 1,
+                        context_tokens: int = 2048, per_draft_s: float = 0.0, overhead_s: float = 0.0,
+                        mfu: float = 1.0, captured: Sequence[int] | None = None) -> float:
+    """One round at ``batch`` as an engine with captured graphs runs it: overhead + roofline verification of every
+    request's m + 1 rows, the iteration's total padded to a captured size (``batch_padded_rows``; a padding row costs
+    the linear layers' FLOP of one token) + m serial drafts at ``per_draft_s`` each. m = 0 is a plain decode step."""
+    m = non_negative_int("m", m)
+    n = m + 1
+    rows = batch_padded_rows(m, batch, captured)
+    pad_flops = (rows - batch * n) * 2.0 * model.active_linear_params / batch
+    flops = model.flops(n, non_negative_int("context_tokens", context_tokens), logits=n) + pad_flops
+    verify = step_time(batch, flops, context_tokens, model.matrix_weight_bytes(), model.kv_bytes_per_token(),
+                       accelerator.peak_bf16_flops, accelerator.hbm_bandwidth, mfu, 1.0)
+    return finite_result(non_negative("overhead_s", overhead_s) + verify + non_negative("per_draft_s", per_draft_s) * m,
+                         "per_draft_s", "overhead_s")
