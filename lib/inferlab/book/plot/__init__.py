@@ -30,6 +30,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import AutoLocator
 
 from . import pickled
+from .display import figure_html, record_caption
 from .legends import book_legend
 from .render import to_png
 from .ticks import BookAxes, InView
@@ -159,11 +160,14 @@ def _apply_style(ax: Axes) -> None:
 
 
 def caption(fig: Figure, text: str) -> Figure:
-    """Put a caption ("Figure 8-5: ...") above the figure, wrapped to its width; the figure grows to make room.
+    """Give the figure a caption ("Figure 8-5: ..."): recorded for the book's HTML (``display.figure_html``: a
+    ``<figcaption>``, the figure linkable as ``#figure-8-5``), and drawn above the figure, wrapped to its width,
+    for its PNG (plain frontends, the explorers' frames); the figure grows to make room.
 
     Captioning again (a figure redrawn in place) replaces the caption and sizes the figure from its
     uncaptioned size, as a first caption would.
     """
+    record_caption(fig, text)
     wrapped = textwrap.fill(text, int(fig.get_figwidth() * 12))
     if not hasattr(fig, "_inferlab_uncaptioned"):
         w, h = fig.get_size_inches()
@@ -284,8 +288,9 @@ def explorer_factories() -> dict:
     return found
 
 
-def _register_png_formatter() -> None:
-    """Inside IPython, show any Figure returned by a cell as one PNG render (pyplot is never imported)."""
+def _register_formatters() -> None:
+    """Inside IPython, show any Figure returned by a cell as one PNG render (pyplot is never imported) and as
+    the book's HTML figure (``display.figure_html``: SVG, caption, alt text), which the book's build prefers."""
     try:
         from IPython import get_ipython
     except ImportError:  # pragma: no cover - IPython ships with the notebook stack
@@ -293,6 +298,7 @@ def _register_png_formatter() -> None:
     shell = get_ipython()
     if shell is not None:
         shell.display_formatter.formatters["image/png"].for_type(Figure, to_png)
+        shell.display_formatter.formatters["text/html"].for_type(Figure, figure_html)
 
 
-_register_png_formatter()
+_register_formatters()

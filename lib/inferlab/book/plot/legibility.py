@@ -6,7 +6,10 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 PAGE_WIDTH_IN = 7.0  # the book's text column at 100 dpi: wider figures are scaled down to it
-MIN_LABEL_PT = 8.0  # the smallest label a reader should have to read at the page width
+#: The smallest label a reader should have to read at the page width: the book shows figures at 100 CSS px per
+#: inch (``display.CSS_PX_PER_IN``), so 8 pt is 11.1 px on a desktop page (``tests/test_browser_pages.py``); and
+#: ``display.figure_html`` raises any smaller text of a static figure to it.
+MIN_LABEL_PT = 8.0
 
 
 def min_font_pt(width_in: float, min_pt: float = MIN_LABEL_PT, page_width_in: float = PAGE_WIDTH_IN) -> float:
