@@ -20,10 +20,11 @@ export PYTHONDONTWRITEBYTECODE :=
 # notebook was stored (the folder's own time moves whenever one notebook is stored again). What Python and the
 # wheel build write there (bytecode, egg-info) is not a change: the unit tests write bytecode while nbmake fills
 # the cache, and counting it made the build execute every notebook again (170 s instead of 25 s in make test).
+# Sphinx's doctrees go with it: the notebooks are unchanged, so the build would keep pages written from the old outputs.
 SOURCES ?= lib data
 DROP_STALE_CACHE = @oldest=$$(find $(CACHE) -name '*.ipynb' -printf '%T@ %p\n' 2>/dev/null | sort -n | head -1 | \
 	cut -d' ' -f2-); if [ -n "$$oldest" ] && [ -n "$$(find $(SOURCES) -type f -newer "$$oldest" \
-	-not -path '*/__pycache__/*' -not -path '*.egg-info/*' | head -1)" ]; then rm -rf $(CACHE); fi
+	-not -path '*/__pycache__/*' -not -path '*.egg-info/*' | head -1)" ]; then rm -rf $(CACHE) _build/.doctrees; fi
 
 .PHONY: drop-stale-cache setup book test unit notebooks notebooks-run book-check outputs-check build-check browser chromium bubblewrap lab bench clean strip fonts pdf pdf-check
 
@@ -105,7 +106,7 @@ build-check: $(STAMP) $(WEB) fonts  ## the book from scratch, notebooks from the
 
 # the built book in headless Chromium (Debian package), the JupyterLite site and the widget sweep
 browser: $(STAMP) chromium pdf-check
-	$(PY) -m pytest tests/test_browser.py tests/test_lite.py -m book -q
+	$(PY) -m pytest tests/test_browser.py tests/test_browser_explorers.py tests/test_lite.py -m book -q
 
 # Debian packages, installed when missing; the unit and book chains run side by side, so apt takes turns (flock)
 APT_INSTALL = flock /tmp/inferlab-apt.lock sh -c 'apt-get update -qq && apt-get install -y -qq "$$@"' apt
@@ -141,6 +142,9 @@ pdf-check: $(STAMP) chromium $(PDF)
 bubblewrap:
 	@command -v bwrap >/dev/null || $(APT_INSTALL) bubblewrap
 
+# JupyterLab with jupyterlab-myst (requirements.txt: its lab and server extensions), so the notebooks' MyST
+# (terms, admonitions, dropdowns, math) renders as on the book's pages. A glued value ({glue:text}) shows only
+# its key there (jupyterlab-myst knows no glue); the book and the JupyterLite copies show the value.
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab
 

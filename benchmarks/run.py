@@ -1,9 +1,10 @@
 """All benchmarks (`make bench`): one table in benchmarks/results.md and benchmarks/results.csv.
 
 Rows: cold execution time of every notebook (a new kernel each, as a reader runs it; the note gives the
-time in the book build, where explorers also draw their offline frames), widget update latency of every explorer (median and p95 over its
-range, redraw included), simulator, allocator and quantization throughput (the scripts beside
-this one, their lines parsed), the pages' sizes, and with ``--fresh-clone`` the wall time of
+time in the book build, where explorers also draw their default picture and knobs), widget update latency of every explorer (median and p95 over its
+range, redraw included), the same in the static book's browser (every knob of every explorer in headless
+Chromium), simulator, allocator and quantization throughput (the scripts beside this one, their lines parsed),
+the pages' sizes and their explorers' data, and with ``--fresh-clone`` the wall time of
 ``make book`` and ``make test`` in fresh clones. Wall-clock times on a 2-core machine that others
 may share: read them with that in mind (each row says what was repeated).
 """
@@ -24,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 #: Targets of issue 14 (seconds), by benchmark section.
-TARGETS = {"notebook": 5.0, "widget": 0.050, "make book": 150.0, "make test": 180.0}
+TARGETS = {"notebook": 5.0, "widget": 0.050, "explorer in the browser": 0.050, "make book": 150.0,
+           "make test": 180.0}
 
 
 def _row(section: str, name: str, metric: str, value: float, unit: str, note: str = "",
@@ -52,7 +54,7 @@ def _execute(path: Path, frames: bool) -> tuple[float, float]:
 
 def notebook_rows(paths: list[Path]) -> list[dict]:
     """Each notebook run cold in a new kernel as a reader runs it (the target), then as the book build runs it
-    (explorers render their offline frames too)."""
+    (explorers draw their static placeholder too)."""
     from inferlab import headless
 
     headless.install()
@@ -62,8 +64,8 @@ def notebook_rows(paths: list[Path]) -> list[dict]:
         build_wall, _ = _execute(path, frames=True)
         rel = str(path.relative_to(ROOT))
         rows.append(_row("notebook", rel, "cold execution", wall, "s",
-                         f"cells alone {cells:.1f} s; in the book build (offline frames) {build_wall:.1f} s"))
-        print(f"{rel:55s} {wall:6.1f} s (cells {cells:.1f} s; with offline frames {build_wall:.1f} s)", flush=True)
+                         f"cells alone {cells:.1f} s; in the book build (static explorers) {build_wall:.1f} s"))
+        print(f"{rel:55s} {wall:6.1f} s (cells {cells:.1f} s; static explorers {build_wall:.1f} s)", flush=True)
     return rows
 
 
@@ -125,11 +127,29 @@ def throughput_rows() -> list[dict]:
     return rows
 
 
+def browser_rows(repeat: int) -> list[dict]:
+    """Every explorer of the built book in headless Chromium: median and p95 of a knob move over all its values."""
+    from explorers_bench import explorer_latencies
+
+    rows = []
+    for r in explorer_latencies(repeat):
+        note = f"{r['moves']} moves, best of {repeat} each, to the frame after the paint"
+        rows.append(_row("explorer in the browser", r["explorer"], "move median", r["median_ms"] / 1e3, "s", note))
+        rows.append(_row("explorer in the browser", r["explorer"], "move p95", r["p95_ms"] / 1e3, "s", note))
+        print(f"{r['explorer']:45s} median {r['median_ms']:6.1f} ms  p95 {r['p95_ms']:6.1f} ms", flush=True)
+    return rows
+
+
 def page_rows() -> list[dict]:
-    """Size of every built page (HTML with its inline frames), if the book is built."""
+    """Size of every built page's HTML, and of the explorer data files a chapter page loads, if the book is built."""
+    from explorers_bench import page_weights
+
     site = ROOT / "_build" / "html"
-    return [_row("page size", str(p.relative_to(site)), "HTML bytes", p.stat().st_size, "B")
+    rows = [_row("page size", str(p.relative_to(site)), "HTML bytes", p.stat().st_size, "B")
             for p in sorted([*site.glob("*.html"), *site.glob("chapters/*.html"), *site.glob("exercises/*.html")])]
+    rows += [_row("page size", f"chapters/{r['page']}", "explorer data bytes", r["data_bytes"], "B",
+                  f"{r['explorers']} explorers, loaded by the page") for r in page_weights(site) if r["explorers"]]
+    return rows
 
 
 def fresh_clone_rows() -> list[dict]:
@@ -179,8 +199,8 @@ def _fmt(value: float, unit: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="*", default=["notebooks", "widgets", "throughput", "pages"],
-                        choices=["notebooks", "widgets", "throughput", "pages"])
+    parser.add_argument("--only", nargs="*", default=["notebooks", "widgets", "throughput", "browser", "pages"],
+                        choices=["notebooks", "widgets", "throughput", "browser", "pages"])
     parser.add_argument("--notebooks", nargs="*", type=Path, help="notebooks to time (default: all)")
     parser.add_argument("--repeat", type=int, default=5, help="passes over every widget update (best kept)")
     parser.add_argument("--fresh-clone", action="store_true", help="also time make book / make test in clones")
@@ -195,6 +215,8 @@ def main() -> None:
     if "notebooks" in args.only:
         paths = args.notebooks or sorted([*ROOT.glob("chapters/*.ipynb"), *ROOT.glob("exercises/*.ipynb")])
         rows += notebook_rows([p.resolve() for p in paths])
+    if "browser" in args.only:
+        rows += browser_rows(3)
     if "pages" in args.only:
         rows += page_rows()
     if args.fresh_clone:

@@ -1,8 +1,9 @@
 """Widget update latency: the frame a slider move draws, and its PNG, for every explorer over each knob's range.
 
-Run: `.venv/bin/python benchmarks/widgets_bench.py [--repeat N] [--values N]`. Explorers are found the
+Run: `.venv/bin/python benchmarks/widgets_bench.py [--repeat N]`. Explorers are found the
 way the tests find them (every ``*_explorer`` in ``inferlab.book.plot``). Each knob is moved over
-``--values`` points of its range (``inferlab.book.widgets.knob_values``, the others at their defaults);
+the values of its grid in the static book (``inferlab.book.static_explorers.knobs``, the others at their
+defaults);
 each point is timed ``--repeat`` times and its best kept; the median and the 95th percentile over
 all points of an explorer are printed. The target is 50 ms median per update.
 
@@ -23,7 +24,8 @@ from matplotlib.figure import Figure
 
 import inferlab.book.plot
 from inferlab.book.plot import to_png
-from inferlab.book.widgets import knob_values, settle_heap
+from inferlab.book.static_explorers import knobs
+from inferlab.book.widgets import settle_heap
 
 
 def update_s(explorer: Any, overrides: dict[str, Any], repeat: int = 1) -> float:
@@ -61,7 +63,7 @@ def reference_s(repeat: int) -> float:
     return best
 
 
-def explorer_latencies(repeat: int = 3, values: int = 8) -> list[dict[str, Any]]:
+def explorer_latencies(repeat: int = 3) -> list[dict[str, Any]]:
     """Median and p95 update time (s) of every explorer over the range of all its knobs (best of ``repeat`` passes).
 
     Each row also carries ``reference_s``, Matplotlib's own figure (``reference_s()``) timed next to the explorer.
@@ -69,7 +71,7 @@ def explorer_latencies(repeat: int = 3, values: int = 8) -> list[dict[str, Any]]
     rows = []
     for name, factory in sorted(inferlab.book.plot.explorer_factories().items()):
         ex = factory()
-        points = [{knob: v} for knob, control in ex.controls.items() for v in knob_values(control, values)]
+        points = [{k.name: v} for k in knobs(ex) for v in k.values]
         update_s(ex, {})  # warm caches (fonts, data files) once, as a reader's first move does
         settle_heap()  # as displaying an explorer does
         times = np.full(len(points), np.inf)
@@ -83,10 +85,9 @@ def explorer_latencies(repeat: int = 3, values: int = 8) -> list[dict[str, Any]]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--values", type=int, default=8)
     args = parser.parse_args()
     print(f"{'explorer':45s} {'updates':>7s} {'median ms':>9s} {'p95 ms':>7s} {'reference ms':>12s}")
-    for row in explorer_latencies(args.repeat, args.values):
+    for row in explorer_latencies(args.repeat):
         print(f"{row['explorer']:45s} {row['updates']:7d} {row['median_s'] * 1e3:9.1f} {row['p95_s'] * 1e3:7.1f} "
               f"{row['reference_s'] * 1e3:12.1f}", flush=True)
 

@@ -39,7 +39,7 @@ from typing import Any
 PRELOAD = ("numpy", "sympy", "sympy.tensor.tensor", "matplotlib", "matplotlib.figure", "matplotlib.axes",
            "matplotlib.backends.backend_agg", "ipykernel.kernelapp")
 #: inferlab's parts that look at the shell when imported, or import what does, and the tools no notebook imports
-NOT_PRELOADED = ("inferlab.book.plot", "inferlab.book.widgets", "inferlab.book.sphinx_offline",
+NOT_PRELOADED = ("inferlab.book.plot", "inferlab.book.widgets", "inferlab.book.static_explorers", "inferlab.book.sphinx_offline",
                  "inferlab.book.install_cell", "inferlab.gpu", "inferlab.exercises.grader", "inferlab.grade",
                  "inferlab.headless", "inferlab.kernels.triton_paged")
 #: modules whose import looks at the shell: preloading must not have imported any of them

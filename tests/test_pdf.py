@@ -51,7 +51,7 @@ class _Page(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._where.append(tag)
-        if tag == "figure" and "inferlab-frames" in (dict(attrs).get("class") or "").split():
+        if tag == "figure" and "inferlab-explorer" in (dict(attrs).get("class") or "").split():
             self.explorers += 1
 
     def handle_endtag(self, tag: str) -> None:

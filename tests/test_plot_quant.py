@@ -14,8 +14,8 @@ from inferlab.units import MiB
 
 def test_block_bytes_from_real_encodings() -> None:
     t = qp.block_bytes(qp.weight_like(32))
-    assert t["total bytes"].to_dict() == {"bf16": 64, "q8_0": 34, "q4_0": 18}
-    assert t["scale bytes"].to_dict() == {"bf16": 0, "q8_0": 2, "q4_0": 2}
+    assert t["total bytes"].to_dict() == {"BF16": 64, "q8_0": 34, "q4_0": 18}
+    assert t["scale bytes"].to_dict() == {"BF16": 0, "q8_0": 2, "q4_0": 2}
 
 
 def test_format_errors_order() -> None:

@@ -30,4 +30,7 @@ def test_round_cost_marks_the_break_even_points_and_the_lookups():
     assert np.asarray(circles.get_offsets())[:, 0] == pytest.approx([8.7, 53.9], abs=0.05)  # the chapter's figures
     yours = (30.0 + 2.0) / C.expected_tokens([0.6] * 5)
     assert np.asarray(squares.get_offsets())[-1] == pytest.approx([2.0, yours])
-    assert len(squares.get_offsets()) == 3 and len(ax.get_lines()) == 4  # three curves and the plain-decode line
+    assert len(squares.get_offsets()) == 3 and len(ax.get_lines()) == 5  # three curves, plain decode, your crossing
+    crossing = 26.26 * C.expected_tokens([0.6] * 5) - 30.0  # where (verify + q) / E[N] meets the plain step
+    assert ax.get_lines()[3].get_xdata()[0] == pytest.approx(crossing)
+    assert f"yours: {crossing:.1f} ms" in [t.get_text() for t in ax.texts]

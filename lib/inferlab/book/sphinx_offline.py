@@ -2,10 +2,12 @@
 
 - Serves MathJax, require.js and the Jupyter widget manager from the built site's ``_static``,
   copied from the pinned npm packages in ``web/`` (``make`` runs ``npm ci`` there).
-- Serves the offline-slider script and style, and switches displayed explorers to offline
-  frames (``inferlab.book.widgets.OFFLINE_ENV``) in the kernels the build starts.
+- Serves the static explorers' script and style, and switches displayed explorers to their static form
+  (``inferlab.book.widgets.OFFLINE_ENV``) in the kernels the build starts.
 - Puts a "Try it live" banner on every notebook page, linking to the JupyterLite site that
-  jupyterlite-sphinx builds into ``lite/``, with the ``inferlab`` wheel built here.
+  jupyterlite-sphinx builds into ``lite/``, with the ``inferlab`` wheel built here. The lite copies of the notebooks
+  read as the book's pages (glued values and citations filled in; jupyterlab-myst renders the rest of MyST), and
+  where Pyodide cannot load, the lite pages and the banner say so (``static/inferlab-lite-check.js``).
 - Drops scripts that extensions add twice (sphinx-thebe's ``const THEBE_JS_URL``).
 - Ships only what the built pages load: MathJax's page script with the files it loads itself (its fonts, the
   TeX extensions it autoloads, the accessibility tools of its menu with English speech), and the Jupyter widget
@@ -15,22 +17,33 @@
   (subset of Noto Sans CJK SC, Debian's fonts-noto-cjk) and symbols such as check marks (subset of DejaVu Sans),
   cut with fontTools at build time to exactly those characters (``FALLBACK_FONTS``, ``static/inferlab-frames.css``).
 - Marks each explorer with its notebook (``data-notebook``), which print names ("Interactive in ... the notebook").
+- Serves the page style and script of static figures, phones and dark mode (``static/inferlab-pages.css``,
+  ``.js``: figures and equations wider than the column scroll with a cue; search snippets show math as text).
 - Copies the book's PDF (``inferlab.book.pdf``, ``make pdf``) into the site when one was printed.
+- Draws the explorers' states for the static book into ``_static/explorers`` (``inferlab.book.static_explorers``)
+  and ships the figures' font, DejaVu Sans cut to the characters they use (``FIGURE_FONT``).
+
+This file is long because it holds every step that turns Sphinx's output into a site that works offline; each
+step is a short function called from the three Sphinx events at the bottom, and they share the page reader.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import html
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+
+import matplotlib as mpl
 
 from .pdf import PDF_NAME
 from .widgets import OFFLINE_ENV
@@ -74,6 +87,26 @@ HERE = Path(__file__).resolve().parent
 LITE_CONTENTS = ("chapters", "exercises", "data")
 LITE_NOTE = ("it runs in your browser with every knob live; the book's files ship with it, "
              "Pyodide and its packages load from the Pyodide CDN on first use")
+#: The script that says so where Pyodide cannot load (book pages and every app page of the lite site).
+LITE_CHECK = "inferlab-lite-check.js"
+#: MyST that jupyterlab-myst cannot resolve in a lone notebook, filled in the lite copies from the build:
+#: myst-nb's glued text (``{glue:text}`key:format```, ``{glue}`key```) and citations (``{cite:p}`a,b```).
+GLUE_ROLE = re.compile(r"\{glue(?::text)?\}`([^`]+)`")
+CITE_ROLE = re.compile(r"\{cite:p\}`([^`]+)`")
+
+
+@functools.cache
+def pyodide_url() -> str:
+    """The Pyodide the lite site's kernel loads: the default of the installed jupyterlite-pyodide-kernel (its CDN),
+    written into the lite config so that the kernel, the lite pages' check and the banner name one URL."""
+    from jupyter_core.paths import jupyter_path
+    from jupyterlite_pyodide_kernel.constants import PYODIDE_KERNEL_NPM_NAME
+
+    for folder in jupyter_path("labextensions"):
+        schema = Path(folder) / PYODIDE_KERNEL_NPM_NAME / "static" / "schema" / "kernel.v0.schema.json"
+        if schema.is_file():
+            return json.loads(schema.read_text())["properties"]["pyodideUrl"]["default"]
+    raise FileNotFoundError(f"{PYODIDE_KERNEL_NPM_NAME} is not installed: run `make`")
 
 
 def stage_assets(node_modules: Path, dest: Path) -> Path:
@@ -140,6 +173,9 @@ def _configure(app: Any, config: Any) -> None:
         lite_dir.mkdir(parents=True, exist_ok=True)
         (lite_dir / "jupyter_lite_config.json").write_text(json.dumps(
             {"PipliteAddon": {"piplite_urls": [str(wheel)]}}, indent=1))
+        (lite_dir / "jupyter-lite.json").write_text(json.dumps({
+            "jupyter-lite-schema-version": 0, "jupyter-config-data": {"litePluginSettings": {
+                "@jupyterlite/pyodide-kernel-extension:kernel": {"pyodideUrl": pyodide_url()}}}}, indent=1))
         config.jupyterlite_dir = str(lite_dir)
 
 
@@ -196,11 +232,13 @@ def _offline_assets(context: dict[str, Any], widget_files: set[str], pagename: s
     context["script_files"] = kept
 
 
-def try_live_banner(pagename: str) -> str:
-    """The "Try it live" banner of a notebook page ``pagename`` (e.g. ``chapters/8-1-1-...``)."""
+def try_live_banner(pagename: str, repository: str = "") -> str:
+    """The "Try it live" banner of a notebook page ``pagename`` (e.g. ``chapters/8-1-1-...``); its Pyodide URL and
+    the book's ``repository`` are for the message where Pyodide cannot load (``LITE_CHECK``)."""
     up = "../" * pagename.count("/")
     href = f"{up}lite/lab/index.html?path={pagename}.ipynb"
-    return (f'<div class="inferlab-try-live"><a class="reference external" href="{href}">Try it live</a>: '
+    data = f'data-pyodide-url="{html.escape(pyodide_url())}" data-repository="{html.escape(repository)}"'
+    return (f'<div class="inferlab-try-live" {data}><a class="reference external" href="{href}">Try it live</a>: '
             f"open this notebook in JupyterLite ({LITE_NOTE}). Run its first cell to install "
             "<code>inferlab</code>.</div>")
 
@@ -214,10 +252,11 @@ def _page_context(app: Any, pagename: str, templatename: str, context: dict[str,
     if doctree is not None and "body" in context and source.exists():
         # print says where an explorer is live (static/inferlab-frames.css)
         context["body"] = context["body"].replace(
-            '<figure class="inferlab-frames"',
-            f'<figure class="inferlab-frames" data-notebook="{html.escape(pagename)}.ipynb"')
+            '<figure class="inferlab-explorer"',
+            f'<figure class="inferlab-explorer" data-notebook="{html.escape(pagename)}.ipynb"')
         if "jupyterlite_sphinx" in app.config.extensions:
-            context["body"] = try_live_banner(pagename) + context["body"]
+            repository = app.config.html_theme_options.get("repository_url", "")
+            context["body"] = try_live_banner(pagename, repository) + context["body"]
 
 
 class PageText(HTMLParser):
@@ -376,9 +415,36 @@ def _ship_fallback_fonts(app: Any, text: str, static: Path) -> None:
                     + " ".join(f"{chr(c)} U+{c:04X}" for c in sorted(missing)))
 
 
+#: The font Matplotlib draws the figures' text in, shipped for the explorers' SVG (their text is text): Matplotlib's
+#: own copy of DejaVu Sans, cut to the characters the figures use.
+FIGURE_FONT = "inferlab-figures.woff2"
+_EXPLORER = re.compile(r'<figure class="inferlab-explorer"[^>]*\bdata-explorer="([^"]+)"')
+
+
+def _write_explorers(app: Any, outdir: Path, static: Path) -> str:
+    """Draw every explorer the pages show on its knobs' grid into ``_static/explorers`` (cached across builds,
+    ``inferlab.book.static_explorers``); returns all the text of their pictures."""
+    from .static_explorers import read_data_script, write_site_data
+
+    keys = sorted({m.group(1) for page in built_pages(outdir)
+                   for m in _EXPLORER.finditer(page.read_text(encoding="utf-8"))})
+    folder = static / "explorers"
+    shutil.rmtree(folder, ignore_errors=True)
+    written = write_site_data(keys, folder, outdir.parent / "explorers", Path(app.srcdir), jobs=os.cpu_count() or 1)
+    return "".join("".join(read_data_script(p.read_text(encoding="utf-8"))["lines"]) for p in written)
+
+
+def _ship_figure_font(app: Any, text: str, static: Path) -> None:
+    """Matplotlib's DejaVu Sans cut to the characters of ``text`` it has (``FIGURE_FONT``)."""
+    source = Path(mpl.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf"
+    chars = sorted({ord(c) for c in text} & _font_chars(source, 0))
+    subset_font(source, 0, chars, static / FIGURE_FONT, Path(app.outdir).parent / "fonts")
+
+
 def _finish(app: Any, exception: Exception | None) -> None:
-    """After the HTML is written: drop the widget manager no page loads, cut the fallback fonts to the pages'
-    characters, and copy the book's PDF into the site when one has been printed."""
+    """After the HTML is written: draw the explorers' states, drop the widget manager no page loads, cut the
+    fallback fonts to the pages' characters and the figure font to the figures', and copy the book's PDF into the
+    site when one has been printed."""
     if exception is not None or app.builder.format != "html":
         return
     outdir = Path(app.outdir)
@@ -387,9 +453,79 @@ def _finish(app: Any, exception: Exception | None) -> None:
     _drop_stale(static / "mathjax", outdir.parent / "offline_static" / "mathjax")
     _drop_unused_widget_manager(static, loads)
     _ship_fallback_fonts(app, text, static)
+    _ship_figure_font(app, text + _write_explorers(app, outdir, static), static)
     pdf = outdir.parent / "pdf" / PDF_NAME
     if pdf.is_file():
         shutil.copy2(pdf, outdir / PDF_NAME)
+
+
+def fill_lite_notebook(path: Path, glue: dict[str, Any], labels: dict[str, str]) -> int:
+    """Write the book's glued text (``glue``: myst-nb's glue data of the page, key -> output) and citation labels
+    (``labels``: key -> label) into the Markdown cells of the lite copy ``path``; how many roles were filled (a role
+    whose key is unknown stays)."""
+    from myst_nb.core.variables import format_plain_text
+
+    def paste(match: re.Match) -> str:
+        key, _, spec = match.group(1).rpartition(":") if ":" in match.group(1) else (match.group(1), "", "")
+        text = glue.get(key, {}).get("data", {}).get("text/plain")
+        return match.group(0) if text is None else format_plain_text(text, spec)
+
+    def cite(match: re.Match) -> str:
+        keys = [k.strip() for k in match.group(1).split(",")]
+        return match.group(0) if not all(k in labels for k in keys) else f"[{', '.join(labels[k] for k in keys)}]"
+
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    filled = 0
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        source = "".join(cell["source"])
+        new, n = GLUE_ROLE.subn(paste, source)
+        new, m = CITE_ROLE.subn(cite, new)
+        if new != source:
+            cell["source"] = new.splitlines(keepends=True)
+            filled += n + m - len(GLUE_ROLE.findall(new)) - len(CITE_ROLE.findall(new))  # those left unknown
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return filled
+
+
+def _fill_lite_contents(app: Any, exception: Exception | None) -> None:
+    """Before jupyterlite-sphinx builds the lite site: the glued values and citations of each page into its copy."""
+    if exception is not None or app.builder.format != "html" or "jupyterlite_sphinx" not in app.config.extensions:
+        return
+    contents = Path(app.srcdir) / app.config.jupyterlite_content_dir
+    executed = Path(app.outdir).parent / "jupyter_execute"
+    cite = app.env.domains.get("cite")
+    labels = {c.key: c.formatted_entry.label for c in getattr(cite, "citations", [])}
+    for path in sorted(contents.rglob("*.ipynb")):
+        docname = path.relative_to(contents).with_suffix("").as_posix()
+        glue_file = executed / f"{docname}.glue.json"
+        glue = json.loads(glue_file.read_text(encoding="utf-8")) if glue_file.is_file() else {}
+        fill_lite_notebook(path, glue, labels)
+
+
+def mark_lite_pages(lite: Path, repository: str) -> list[Path]:
+    """Copy ``LITE_CHECK`` into the built lite site ``lite`` and load it in each of its app pages (those with a
+    ``jupyter-config-data``), with the Pyodide URL its kernel loads; the pages marked."""
+    shutil.copy2(HERE / "static" / LITE_CHECK, lite / LITE_CHECK)
+    marked = []
+    for page in sorted(lite.rglob("index.html")):
+        text = page.read_text(encoding="utf-8")
+        if 'id="jupyter-config-data"' not in text or LITE_CHECK in text or "</head>" not in text:
+            continue
+        up = "../" * (len(page.relative_to(lite).parts) - 1) or "./"
+        tag = (f'<script defer src="{up}{LITE_CHECK}" data-inferlab-lite="" '
+               f'data-pyodide-url="{html.escape(pyodide_url())}" data-repository="{html.escape(repository)}"></script>')
+        page.write_text(text.replace("</head>", f"{tag}\n</head>", 1), encoding="utf-8")
+        marked.append(page)
+    return marked
+
+
+def _mark_lite_site(app: Any, exception: Exception | None) -> None:
+    """After jupyterlite-sphinx built the lite site: its pages say so where Pyodide cannot load."""
+    lite = Path(app.outdir) / "lite"
+    if exception is None and app.builder.format == "html" and (lite / "jupyter-lite.json").is_file():
+        mark_lite_pages(lite, app.config.html_theme_options.get("repository_url", ""))
 
 
 def setup(app: Any) -> dict[str, Any]:
@@ -399,6 +535,11 @@ def setup(app: Any) -> dict[str, Any]:
     app.connect("config-inited", _stage_lite_contents, priority=600)  # after it empties its contents folder
     app.connect("html-page-context", _page_context, priority=900)  # after the theme and myst-nb add theirs
     app.connect("build-finished", _finish)
+    app.connect("build-finished", _fill_lite_contents, priority=450)  # before jupyterlite-sphinx builds lite/ (500)
+    app.connect("build-finished", _mark_lite_site, priority=600)  # after
     app.add_js_file("inferlab-frames.js", defer="defer")
+    app.add_js_file(LITE_CHECK, defer="defer")
+    app.add_js_file("inferlab-pages.js", defer="defer")
     app.add_css_file("inferlab-frames.css")
+    app.add_css_file("inferlab-pages.css")
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -6,36 +6,28 @@ of any control calls ``draw`` again and updates that output in place. The first 
 an ordinary output, so the static HTML shows the default state, and no ``Output`` widget is
 involved (which also keeps headless execution free of the nbclient stall, see ``inferlab.headless``).
 
-Offline frames: when the book is built (``INFERLAB_OFFLINE_FRAMES`` set by ``conftest.py`` and by
-the Sphinx extension ``inferlab.book.sphinx_offline``), displaying an explorer emits instead a plain
-HTML block: frames of ``draw`` rendered for a few values of its first control (the others at
-their defaults) behind an ``<input type=range>``, which the book's small script swaps with no
-kernel and no network. The dead ipywidgets controls are then not shown.
+The static book: when the book is built (``INFERLAB_OFFLINE_FRAMES`` set by ``conftest.py`` and by the
+Sphinx extension ``inferlab.book.sphinx_offline``), displaying an explorer emits instead its default picture
+with every knob as a plain HTML control, which the book's script makes live from data the library drew at
+build time (``inferlab.book.static_explorers``), with no kernel and no network.
 """
 
 from __future__ import annotations
 
-import base64
 import gc
-import html
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import ipywidgets as w
-import numpy as np
 from matplotlib.figure import Figure
 
 from .plot import to_png
 
-#: Environment variable that switches displayed explorers to offline frames (set for headless builds).
+#: Environment variable that switches displayed explorers to their static form (set for headless builds).
 OFFLINE_ENV = "INFERLAB_OFFLINE_FRAMES"
-#: Frames per offline slider (each costs one draw and render, ~0.1 s), and their resolution (dots per inch;
-#: the live widget uses the style's 100; the render time hardly depends on it, the page size does).
-OFFLINE_FRAMES = 6
-OFFLINE_DPI = 85
-
 _LAYOUT = {"description_width": "160px"}
 _WIDTH = "460px"
 
@@ -90,65 +82,6 @@ def _extremes(control: w.ValueWidget) -> list[Any]:
     return [control.value]
 
 
-def _snap(x: float, lo: float, step: float) -> float:
-    return round(lo + round((x - lo) / step) * step, 12) if step else x
-
-
-def _spread(grid: list[Any], current: Any, n: int) -> list[Any]:
-    """``grid`` (sorted, ends first and last) with ``current`` in place of its nearest inner point."""
-    if current in grid:
-        return grid
-    inner = grid[1:-1]
-    if len(grid) >= n and inner:
-        grid = [g for g in grid if g is not min(inner, key=lambda g: abs(g - current))]
-    return sorted([*grid, current])
-
-
-def knob_values(control: w.ValueWidget, n: int = OFFLINE_FRAMES) -> list[Any]:
-    """At most ``n`` values spread over ``control``'s range, snapped to its step, its current value included."""
-    if n < 2:
-        raise ValueError(f"n must be at least 2, got {n}")
-    current = control.value
-    if isinstance(control, w.Dropdown):
-        options = _extremes(control)
-        if len(options) <= n:
-            return options
-        picks = sorted(set(np.linspace(0, len(options) - 1, n).round().astype(int).tolist()))
-        return [options[i] for i in _spread(picks, options.index(current), n)]
-    if isinstance(control, w.Checkbox | w.ToggleButton):
-        return [False, True]
-    if isinstance(control, w.FloatLogSlider):
-        exps = sorted({_snap(e, control.min, control.step) for e in np.linspace(control.min, control.max, n)})
-        return _spread([round(control.base**e, 12) for e in exps], current, n)
-    if hasattr(control, "min") and hasattr(control, "max"):
-        step = getattr(control, "step", 0) or 0
-        cast = int if isinstance(control, w.IntSlider) else float
-        grid = {cast(min(max(_snap(float(x), control.min, step), control.min), control.max))
-                for x in np.linspace(control.min, control.max, n)}
-        return _spread(sorted(grid), current, n)
-    return [current]
-
-
-def _option_label(control: w.ValueWidget, value: Any) -> str:
-    if isinstance(control, w.Dropdown):
-        return str(control._options_labels[list(control._options_values).index(value)])
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
-def _frame_html(result: Any, dpi: int) -> str:
-    """One frame: a Figure as an inline PNG at ``dpi``; anything else as its HTML, Markdown or text."""
-    if isinstance(result, Figure):
-        width = round(result.get_figwidth() * dpi)
-        return f'<img src="data:image/png;base64,{base64.b64encode(to_png(result, dpi)).decode()}" width="{width}" alt="">'
-    for method in ("_repr_html_",):
-        if hasattr(result, method):
-            return getattr(result, method)()
-    text = getattr(result, "data", result)
-    return f"<pre>{html.escape(str(text))}</pre>"
-
-
 _heap_settled = False
 
 
@@ -184,6 +117,13 @@ class Explorer:
     #: ``update(figure, **values) -> bool``: redraw a figure ``draw`` made, in place, for new values; False
     #: (figure untouched) where it cannot. Keeping the artists saves building them on every slider move.
     update: Callable[..., bool] | None = None
+    #: The values each knob takes in the static book (``inferlab.book.static_explorers.knobs``), by keyword,
+    #: where its meaning calls for particular ones (a "Try it" setting); other knobs get round values.
+    grid: dict[str, Sequence[Any]] | None = None
+    #: Settings the static book must draw although they move more than two knobs (a "Try it"), by keyword.
+    extra_states: tuple[dict[str, Any], ...] = ()
+    #: ``module.factory`` of the ``inferlab.book.plot`` factory that built it: names its data in the static book.
+    key: str | None = None
     _handle: Any = field(default=None, init=False, repr=False)
     _shown: Any = field(default=None, init=False, repr=False)
 
@@ -261,35 +201,6 @@ class Explorer:
             return Image(to_png(result))
         return result
 
-    def offline_html(self, n_frames: int = OFFLINE_FRAMES, dpi: int = OFFLINE_DPI) -> str:
-        """A self-contained HTML block: frames for values of the first control behind a range input."""
-        name, control = next(iter(self.controls.items()))
-        values = knob_values(control, n_frames)
-        frames = []
-        for value in values:
-            try:
-                body = _frame_html(self.frame(**{name: value}), dpi)  # each frame is a PNG before the next
-            except ValueError as err:
-                body = f"<p><strong>These settings are not valid:</strong> {html.escape(str(err))}</p>"
-            label = html.escape(_option_label(control, value))
-            hidden = "" if value == control.value else " hidden"
-            frames.append(f'<div class="inferlab-frame" data-label="{label}"{hidden}>{body}</div>')
-        start = values.index(control.value)
-        knob = html.escape(control.description or name)
-        others = ", ".join(f"{html.escape(c.description or n)} = {html.escape(_option_label(c, c.value))}"
-                           for n, c in list(self.controls.items())[1:])
-        fixed = f" The other knobs stay at their defaults ({others})." if others else ""
-        return (
-            f'<figure class="inferlab-frames" data-knob="{html.escape(name)}">'
-            f'<div class="inferlab-frames-stage">{"".join(frames)}</div>'
-            f'<label class="inferlab-frames-control">{knob}: '
-            f'<input type="range" min="0" max="{len(values) - 1}" step="1" value="{start}" aria-label="{knob}"> '
-            f'<output>{html.escape(_option_label(control, control.value))}</output></label>'
-            f'<figcaption>Offline, this slider moves <em>{knob}</em> over {len(values)} frames drawn when the '
-            f'book was built.{fixed} Every knob is live in the notebook: "Try it live" at the top of the page '
-            f"(in your browser), Binder or Colab.</figcaption></figure>"
-        )
-
     def _update(self, _change: dict | None = None) -> None:
         if self._handle is not None:
             self._handle.update(self.displayable())
@@ -298,7 +209,9 @@ class Explorer:
         from IPython.display import display
 
         if offline_mode():
-            display({"text/html": self.offline_html(), "text/plain": f"<Explorer of {self.draw.__name__}>"},
+            from .static_explorers import placeholder_html
+
+            display({"text/html": placeholder_html(self), "text/plain": f"<Explorer of {self.draw.__name__}>"},
                     raw=True)
             return
         settle_heap()
@@ -308,13 +221,24 @@ class Explorer:
             control.observe(self._update, names="value")
 
 
-def explore(draw: Callable[..., Any], update: Callable[..., bool] | None = None, **controls: w.ValueWidget) -> Explorer:
+def explore(draw: Callable[..., Any], update: Callable[..., bool] | None = None,
+            grid: dict[str, Sequence[Any]] | None = None, extra_states: Sequence[dict[str, Any]] = (),
+            **controls: w.ValueWidget) -> Explorer:
     """Wire ``controls`` (keyword = argument of ``draw``) to ``draw``; display the result to get the widget.
 
-    ``update(figure, **values) -> bool`` optionally redraws a figure of ``draw`` in place (``Explorer.frame``).
+    ``update(figure, **values) -> bool`` optionally redraws a figure of ``draw`` in place (``Explorer.frame``);
+    ``grid`` gives knobs their values in the static book, ``extra_states`` settings it must draw (see
+    ``inferlab.book.static_explorers.picks``). Called from a ``*_explorer`` factory of an
+    ``inferlab.book.plot`` module, the explorer is named after it (``Explorer.key``).
     """
     if not controls:
         raise ValueError("controls must name at least one widget")
     if update is not None and not callable(update):
         raise ValueError(f"update must be callable or None, got {update!r}")
-    return Explorer(draw, dict(controls), update)
+    if grid is not None and (not isinstance(grid, dict) or set(grid) - set(controls)):
+        raise ValueError(f"grid must map knob names to values, got {grid!r}")
+    caller = sys._getframe(1)
+    module, name = caller.f_globals.get("__name__", ""), caller.f_code.co_name
+    key = (f"{module.rsplit('.', 1)[-1]}.{name}"
+           if module.startswith("inferlab.book.plot.") and name.endswith("_explorer") else None)
+    return Explorer(draw, dict(controls), update, grid, tuple(extra_states), key)

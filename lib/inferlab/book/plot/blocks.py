@@ -884,8 +884,13 @@ def update_pool(fig: Figure, pool_gib: float = 6.0) -> bool:
     """Move a ``pool_view`` figure's marker to ``pool_gib`` and retitle it (the explorer's slider path)."""
     hits, total = pool_sweep()
     i = min(range(len(POOL_GRID_GIB)), key=lambda j: abs(POOL_GRID_GIB[j] - pool_gib))
-    return _PoolMark.redraw(fig, pool_gib, f"{POOL_GRID_GIB[i]:g} GiB pool: "
-                            + ", ".join(f"{k} {v[i]:,}" for k, v in hits.items()) + f"\nof {total:,}")
+    return _PoolMark.redraw(fig, pool_gib, pool_title(POOL_GRID_GIB[i], {k: v[i] for k, v in hits.items()}, total))
+
+
+def pool_title(pool_gib: float, hits: dict[str, int], total: int) -> str:
+    """``pool_view``'s title: the pool size, then each policy's session tokens hit out of ``total``."""
+    return (f"{pool_gib:g} GiB pool, session tokens hit of {total:,}:\n"
+            + " \u00b7 ".join(f"{policy} {n:,}" for policy, n in hits.items()))
 
 
 class _PoolMark(InPlace):

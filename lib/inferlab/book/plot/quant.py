@@ -30,6 +30,7 @@ META_COLOR = COLORS["kv"]  # orange: scales and minimums (as the chapter's Figur
 NET_COLOR = COLORS["decode"]  # green: memory handed back
 DECODE_STEP_S = 26.26e-3  # experiment 8-1, batch 1, 2K context
 BUFFER_COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]
+FORMAT_LABELS = {"bf16": "BF16", "fp8_e4m3": "FP8", "q8_0": "q8_0", "q4_0": "q4_0"}  # as the prose writes them
 
 
 def weight_like(n: int, seed: int = 0, kind: str = "normal") -> np.ndarray:
@@ -170,6 +171,8 @@ def update_weight_fit(fig: Figure, context_tokens: int = 8192, reserved_gib: flo
 def weight_fit_explorer() -> Explorer:
     """Context length and system reserve against the two Qwen3-235B files on the M2 Max (8.4.1)."""
     return explore(weight_fit_view, update_weight_fit,
+                   grid=dict(context_tokens=(1024, 2048, 4096, 6144, 7168, 8192, 9216, 10240, 12288, 16384, 24576,
+                                             32768), reserved_gib=(0, 2, 4, 5, 5.5, 6, 6.5, 7, 8, 10, 12, 16)),
                    context_tokens=int_slider("context", 1024, 32768, 8192, step=1024, unit="tokens"),
                    reserved_gib=float_slider("reserved for system", 0, 16, 8, 0.5, unit="GiB"))
 
@@ -180,7 +183,7 @@ def weight_fit_explorer() -> Explorer:
 def block_bytes(x32: np.ndarray) -> pd.DataFrame:
     """Bytes of 32 values in BF16, q8_0 and q4_0, counted from real encodings: (codes, scale) per format."""
     x32 = np.asarray(x32, np.float32)[:32]
-    rows = [{"format": "bf16", "code bytes": x32.astype(np.float16).nbytes, "scale bytes": 0}]
+    rows = [{"format": "BF16", "code bytes": x32.astype(np.float16).nbytes, "scale bytes": 0}]
     for f in ("q8_0", "q4_0"):
         n = compression.quantize(x32, f).nbytes
         rows.append({"format": f, "code bytes": n - 2, "scale bytes": 2})
@@ -223,7 +226,7 @@ class _KVFormat(InPlace):
 
     def __init__(self, a, b) -> None:
         self.a, self.b = a, b
-        self.bars = a.bar(["bf16", "fp8", "q8_0", "q4_0"], [1.0] * 4)
+        self.bars = a.bar([FORMAT_LABELS[f] for f in self.FORMATS], [1.0] * 4)
         self.values = [a.text(i, 1.0, "", ha="center", va="bottom", fontsize=9) for i in range(4)]
         a.set_ylabel("KV of one context (MiB)")
         # the saving falls linearly with T_conv: its two ends draw the line
@@ -231,7 +234,7 @@ class _KVFormat(InPlace):
         b.axhline(0, color="#555555", lw=0.8)
         self.here, = b.plot([0.0], [0.0], "o", color=COLORS["deadline"])
         self.here_text = b.annotate("", (0, 0), textcoords="offset points", xytext=(6, 6), fontsize=9)
-        b.set_xlabel("conversion time T_conv (ms)")
+        b.set_xlabel(r"conversion time $T_{\mathrm{conv}}$ (ms)")
         b.set_ylabel("net time saved (ms)")
         a.set_yticks([])  # every bar carries its value: a value axis would repeat them at five artists a tick
         b.set_xticks([0, 0.5, 1])
@@ -254,7 +257,7 @@ class _KVFormat(InPlace):
         self.here.set_data([conversion_ms], [here / ms])
         self.here_text.set_text(f"{here / ms:+.3f} ms")
         self.here_text.xy = (conversion_ms, here / ms)
-        self.b.set_title(f"bf16 -> {fmt} at {beta / 1e12:.2f} TB/s")
+        self.b.set_title(f"BF16 \u2192 {FORMAT_LABELS[fmt]} at {beta / 1e12:.2f} TB/s")
         for ax in (self.a, self.b):
             ax.relim()
             ax.autoscale_view()
@@ -262,7 +265,11 @@ class _KVFormat(InPlace):
 
 def kv_format_explorer() -> Explorer:
     """Context length, format and conversion time against KV size and net saving (8.4.2)."""
+    conversions = (*(round(i * 0.05, 2) for i in range(11)), 0.6, 0.65, 0.7, 0.75, 0.8, 1.0)
     return explore(kv_format_view, update_kv_format,
+                   grid=dict(context_tokens=(1024, 2048, 3072, 4096, 5120, 6144, 8192, 16384, 32768),
+                             conversion_ms=conversions),
+                   extra_states=[dict(context_tokens=4096, fmt="q4_0", conversion_ms=c) for c in conversions],
                    context_tokens=int_slider("context", 1024, 32768, 8192, step=1024, unit="tokens"),
                    fmt=choice("format", ["q8_0", "q4_0", "fp8_e4m3"], "q8_0"),
                    conversion_ms=float_slider("conversion time", 0, 1, 0.2, 0.05, unit="ms"))
@@ -406,7 +413,11 @@ def _offload_pipeline(link_gb_per_s: float, every: int, n_buffers: int) -> tuple
 
 def offload_explorer() -> Explorer:
     """Link bandwidth, layers offloaded and buffers against the step time and memory freed (8.4.3)."""
-    return explore(offload_view, update_offload, link_gb_per_s=float_slider("link", 16, 900, 64, 2, unit="GB/s"),
+    links = (16, 32, 64, 96, 102, 104, 128, 136, 138, 160, 206, 208, 256, 512, 900)
+    return explore(offload_view, update_offload,
+                   grid=dict(link_gb_per_s=links, every=(1, 2, 3, 4, 6, 9, 12, 18, 36), n_buffers=(1, 2, 3, 4)),
+                   extra_states=[dict(link_gb_per_s=gb, every=2, n_buffers=2) for gb in links],
+                   link_gb_per_s=float_slider("link", 16, 900, 64, 2, unit="GB/s"),
                    every=int_slider("offload one layer in", 1, 36, 4, unit="layers"),
                    n_buffers=int_slider("prefetch buffers", 1, 4, 1))
 
@@ -456,7 +467,10 @@ def update_compression(fig: Figure, ratio: float = 0.25, decompress_gb_per_s: fl
 
 def compression_explorer() -> Explorer:
     """Compression ratio, decompression throughput and link bandwidth for a compressed copy (8.4.3)."""
-    return explore(compression_view, update_compression, ratio=float_slider("compressed / original", 0.05, 0.95, 0.25, 0.05),
+    return explore(compression_view, update_compression,
+                   grid=dict(ratio=(0.05, 0.25, 0.5, 0.75, 0.95), decompress_gb_per_s=(10, 50, 100, 125, 130, 200, 300, 500),
+                             link_gb_per_s=(16, 64, 128, 450, 900)),
+                   ratio=float_slider("compressed / original", 0.05, 0.95, 0.25, 0.05),
                    decompress_gb_per_s=float_slider("decompression", 10, 500, 100, 5, unit="GB/s"),
                    link_gb_per_s=float_slider("link", 16, 900, 64, 2, unit="GB/s"))
 

@@ -114,7 +114,8 @@ def fast_store_figure(model: ModelSpec, context_tokens: int = 8192, max_batch: i
     fig, ax = new_figure(width=7, height=3.4)
     ax.plot(b, conv, "o-", color=COLORS["weights"], ms=4, label="weights in HBM: $D_w/b + Lk$")
     ax.plot(b, fast, "o-", color=COLORS["kv"], ms=4, label="separate fast weight store: $Lk$")
-    ax.fill_between(b, fast, conv, color=COLORS["unused"], alpha=0.6, label="what batching saves")
+    ax.fill_between(b, fast, conv, color=COLORS["unused"], alpha=0.6,
+                    label="weights' share $D_w/b$, removed by the store")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     _plain_log_axes(ax)
@@ -275,8 +276,13 @@ def weight_reuse_explorer() -> "Explorer":
     """Bytes per output token and the step roofline with sliders for batch, context, bandwidth and accelerator."""
     from .. import widgets as w
 
+    BATCHES = (1, 4, 8, 16, 32, 64, 128, 256)
+
     return w.explore(
         draw_weight_reuse, update_weight_reuse,
+        grid=dict(batch=BATCHES, context_tokens=(512, 2048, 8192, 32768), bandwidth_scale=(0.25, 0.5, 1, 2, 4)),
+        # the "Try it" of 8.2.1: every batch at an 8K context and half the bandwidth
+        extra_states=[dict(batch=b, context_tokens=8192, bandwidth_scale=0.5) for b in BATCHES],
         batch=w.int_slider("batch", 1, 256, 16, 1, "requests"),
         context_tokens=w.int_slider("context", 128, 32768, 2048, 128, "tokens"),
         bandwidth_scale=w.float_slider("memory bandwidth", 0.25, 4.0, 1.0, 0.25, "x the card's"),

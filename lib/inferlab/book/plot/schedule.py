@@ -365,6 +365,7 @@ def example_explorer() -> "Explorer":
 
     return w.explore(
         draw_example, update_example,
+        grid=dict(token_budget=(512, 2048, 4096, 16384), chunk_tokens=(128, 256, 512, 1024, 2048, 4096, 8192)),
         policy=w.choice("policy", ["fixed", "continuous", "chunked"], "chunked"),
         max_running=w.int_slider("max running", 1, 4, 2, 1, "requests"),
         token_budget=w.int_slider("token budget", 512, 16384, 4096, 512, "tokens"),
@@ -378,6 +379,8 @@ def chunk_explorer() -> "Explorer":
 
     return w.explore(
         draw_chunk, update_chunk,
+        grid=dict(chunk_tokens=(64, 128, 256, 512, 1024, 2048, 4096),
+                  history_tokens=(0, 1024, 2048, 4096, 7680, 8192, 16384, 32768)),
         chunk_tokens=w.int_slider("chunk size", 64, 4096, 512, 64, "tokens"),
         history_tokens=w.int_slider("history", 0, 32768, 7680, 256, "tokens"),
     )
@@ -389,6 +392,7 @@ def padding_explorer() -> "Explorer":
 
     return w.explore(
         draw_padding, update_padding,
+        grid=dict(step=(1, 2, 4, 8, 16, 32, 64), largest=(8, 16, 32, 64, 128, 256, 512)),
         step=w.int_slider("captured every", 1, 64, 16, 1, "rows"),
         largest=w.int_slider("largest captured", 8, 512, 64, 8, "rows"),
     )
@@ -400,6 +404,8 @@ def budget_rule_explorer() -> "Explorer":
 
     return w.explore(
         draw_budget_rule, update_budget_rule,
+        grid=dict(gap_limit_ms=(30, 50, 75, 100, 150, 200, 300, 400),
+                  history_tokens=(0, 1024, 2048, 4096, 8192, 16384, 32768), decodes=(0, 1, 2, 4, 8, 16, 32, 64)),
         gap_limit_ms=w.float_slider("gap limit", 30, 400, 50, 5, "ms"),
         history_tokens=w.int_slider("history", 0, 32768, 4096, 256, "tokens"),
         decodes=w.int_slider("running decodes", 0, 64, 2, 1, "requests"),

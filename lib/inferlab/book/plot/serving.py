@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import LogLocator, NullLocator, ScalarFormatter
+from matplotlib.ticker import FixedLocator, LogLocator, NullLocator, ScalarFormatter
 
 from inferlab import example, serving
 from inferlab._validate import one_of
@@ -93,9 +94,11 @@ def _arrivals(rate_per_s: float, kv_budget_gib: float, deadline_s: float, policy
     reqs = serving.poisson_requests(rate_per_s, 40, example.SHORT.prompt_tokens, 64, seed=7)
     records = serving.serve(reqs, policy, kv_budget_bytes=kv_budget_gib * GiB, deadline_s=deadline_s,
                             admission_control="reject" if admission_control else None)
-    # the two numbers of the title, not the whole serving.summarize_served (percentiles the figure does not show)
-    title = (f"{rate_per_s:g} requests/s, {POLICY_LABELS[policy]}: {int(records['on_time'].sum())} of 40 on time, "
-             f"mean {serving.mean_in_system(records):.1f} in the system")
+    # the numbers of the title, not the whole serving.summarize_served (percentiles the figure does not show)
+    done = records.loc[records["status"] == "done", "latency_s"]
+    each = f", {done.mean():.1f} s each" if len(done) else ""
+    title = (f"{rate_per_s:g} requests/s, {POLICY_LABELS[policy]}: {int(records['on_time'].sum())} of 40 on time; "
+             f"{serving.mean_in_system(records):.1f} in the system on average{each}")
     return records, title
 
 
@@ -147,6 +150,45 @@ def goodput_view(ours: pd.DataFrame, chapter: pd.DataFrame | None = None) -> Fig
                         "one at a time, batched = continuous batching; n/a = not printed")
 
 
+def goodput_windows_view(windows: pd.DataFrame, chapter: pd.DataFrame | None = None) -> Figure:
+    """Figures 8-33 and 8-34 as the chapter draws them: per condition a bar for the median over the windows and a dot
+    for each window (``serving.goodput_windows``), completion throughput left and goodput right; the chapter's printed
+    medians (``chapter``, indexed by rate and policy) as black dashes where it printed them."""
+    fig, axes = new_figure(1, 2, width=8.0, height=3.4, sharey=True)
+    groups = dict(list(windows.groupby(level=["arrival_rate_per_s", "policy"], sort=False)))
+    medians = pd.DataFrame({k: g.median() for k, g in groups.items()}).T
+    conditions = list(groups)
+    x = np.arange(len(conditions))
+    short = {"one-at-a-time": "one at\na time", "continuous": "batched", "chunked": "batched"}
+    for ax, col, name in zip(axes, ("completion_rps", "goodput_rps"), ("completed requests", "correct within 3 s")):
+        ax.bar(x, medians[col], 0.6, color=[POLICY_COLORS[p] for _, p in conditions], alpha=0.55,
+               edgecolor="#333333", lw=0.6)
+        for xi, (rate, policy) in zip(x, conditions):
+            values = groups[(rate, policy)][col].to_numpy()
+            offsets = np.linspace(-0.15, 0.15, len(values)) if len(values) > 1 else np.zeros(1)
+            ax.plot(xi + offsets, values, "o", ms=4.5, color="#222222", mfc="white", mew=1.0, zorder=3)
+            key = (rate, "continuous" if policy == "chunked" else policy)
+            if chapter is not None and key in chapter.index and np.isfinite(chapter.loc[key, col]):
+                ax.plot([xi], [chapter.loc[key, col]], "_", ms=22, mew=2.2, color="black", zorder=4)
+        ax.set_xticks(x, [f"{rate:g}/s\n{short[p]}" for rate, p in conditions], fontsize=8)
+        ax.set_title(name, fontsize=10)
+    axes[0].set_ylabel("requests per second")
+    top = max(windows[["completion_rps", "goodput_rps"]].max().max(),
+              0.0 if chapter is None else np.nanmax(chapter[["completion_rps", "goodput_rps"]].to_numpy(float)))
+    axes[0].set_ylim(0, 1.35 * top)
+    handles = [Patch(facecolor=POLICY_COLORS[p], alpha=0.55, edgecolor="#333333", label=f"{POLICY_LABELS[p]}, median")
+               for p in dict.fromkeys(p for _, p in conditions)]
+    handles.append(Line2D([], [], ls="", marker="o", ms=4.5, color="#222222", mfc="white", label="one window (ours)"))
+    if chapter is not None:
+        handles.append(Line2D([], [], ls="", marker="_", ms=14, mew=2.2, color="black",
+                              label="experiment 8-9, median"))
+    axes[1].legend(handles=handles, loc="upper left", fontsize=8)
+    return caption(fig, "Figures 8-33 and 8-34: completed requests per second (left) and correct answers within 3 s "
+                        "per second (right) in our simulation, each dot one 16-request window, each bar their median, "
+                        "timed from the scheduled arrival; black dashes: experiment 8-9's medians, where the "
+                        "chapter printed one")
+
+
 def goodput_explorer_view(rate_per_s: float = 4.0, deadline_s: float = 3.0, accuracy: float = 7 / 8) -> Figure:
     """Completion throughput and goodput of both policies at one arrival rate, deadline and accuracy."""
     table = serving.goodput_at(rate_per_s, deadline_s, accuracy)
@@ -172,15 +214,21 @@ class _Goodput(InPlace):
         ax.set_ylabel("requests per second")
         ax.legend(loc="upper left")
         few_ticks(ax, x=None, y=4)
+        # each bar's height written on it, so that the numbers can be read as well as compared
+        self.values = [[ax.annotate("", (bar.get_x() + bar.get_width() / 2, 0), xytext=(0, 2),
+                                    textcoords="offset points", ha="center", va="bottom", fontsize=10)
+                        for bar in container] for container in self.bars]
         self.keep_on(ax.figure)
 
     def set(self, table: pd.DataFrame, rate_per_s: float, deadline_s: float, accuracy: float) -> bool:
         """Show ``table``; False (nothing changed) if it holds other policies than the figure."""
         if list(table.index) != self.policies:
             return False
-        for container, col in zip(self.bars, ("completion_rps", "goodput_rps")):
-            for bar, height in zip(container, table[col]):
+        for container, texts, col in zip(self.bars, self.values, ("completion_rps", "goodput_rps")):
+            for bar, text, height in zip(container, texts, table[col]):
                 bar.set_height(height)
+                text.set_text(f"{height:.2f}")
+                text.xy = (bar.get_x() + bar.get_width() / 2, height)
         self.ax.relim()
         self.ax.autoscale_view()
         caption(self.ax.figure, f"{rate_per_s:g} requests/s, deadline {deadline_s:g} s, accuracy {accuracy:.0%}: "
@@ -268,44 +316,61 @@ def _configs(kv_budget_gib: float, deadline_s: float, output_tokens: int, tokens
 
 
 class _AmdahlCurves(InPlace):
-    """``amdahl_view``'s curves and their limits, redrawn in place by ``set`` (for as many shares as it was built)."""
+    """``amdahl_view``'s curves and their limits, redrawn in place by ``set`` (for as many shares as it was built);
+    the reader's share (``highlight``) drawn bold with its speed-up at the largest σ written beside it."""
 
     def __init__(self, ax, n: int) -> None:
         self.ax = ax
         colors = [COLORS["queue"], COLORS["prefill"], COLORS["decode"], COLORS["kv"]][:n]
+        self.colors = colors
         self.curves = [ax.plot([], [], color=color, lw=2)[0] for color in colors]
         # the limits 1/(1-f) across the whole width, as one collection (an axhline each re-scales the axes each time)
         self.limits = LineCollection([], colors=colors, linestyles=":", linewidths=1, transform=ax.get_yaxis_transform())
         ax.add_collection(self.limits, autolim=False)
+        self.mark = ax.plot([], [], "o", color=COLORS["highlight"], ms=6, zorder=5)[0]
+        self.mark_text = ax.annotate("", (1, 1), xytext=(-6, 6), textcoords="offset points", ha="right",
+                                     color=COLORS["highlight"], fontsize=10)
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_locator(InView(LogLocator(base=2)))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.set_yscale("log")  # limits from 1.25x to 20x, all readable
+        ax.yaxis.set_major_locator(FixedLocator([1, 2, 5, 10, 20]))
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_major_formatter(ScalarFormatter())
         ax.set(xlabel="decode speed-up σ", ylabel="whole-task speed-up")
-        few_ticks(ax, x=None, y=5)
         self.keep_on(ax.figure)
 
-    def set(self, fractions: tuple[float, ...], max_speedup: float) -> bool:
+    def set(self, fractions: tuple[float, ...], max_speedup: float, highlight: float | None = None) -> bool:
         if len(fractions) != len(self.curves):
             return False  # another number of curves: a figure of its own
         s = np.geomspace(1, max_speedup, 200)
-        for line, f in zip(self.curves, fractions):
+        for line, f, color in zip(self.curves, fractions, self.colors):
             line.set_data(s, [serving.amdahl_speedup(f, x) for x in s])
-            line.set_label(f"decode share {f:.0%}")
+            mine = highlight is not None and round(f, 2) == round(highlight, 2)
+            line.set(label=f"your f = {f:.0%}" if mine else f"decode share {f:.0%}", lw=3.2 if mine else 1.6,
+                     color=COLORS["highlight"] if mine else color, zorder=4 if mine else 2)
         limits = np.array([1 / (1 - f) if f < 1 else np.nan for f in fractions])
         self.limits.set_segments([[(0, y), (1, y)] for y in limits])
-        self.ax.relim()
-        finite = limits[np.isfinite(limits)]
-        self.ax.update_datalim(np.column_stack([np.ones_like(finite), finite]), updatex=False)
-        self.ax.autoscale_view()
+        self.limits.set_colors([line.get_color() for line in self.curves])
+        if highlight is not None:
+            top = serving.amdahl_speedup(highlight, max_speedup)
+            self.mark.set_data([max_speedup], [top])
+            self.mark_text.set_text(f"{top:.2f}x at σ = {max_speedup:g}")
+            self.mark_text.xy = (max_speedup, top)
+        self.mark.set_visible(highlight is not None)
+        self.mark_text.set_visible(highlight is not None)
+        self.ax.set_xlim(1, max_speedup)
+        self.ax.set_ylim(0.9, 25)  # fixed: moving f or σ moves the curves, not the axis; the 95 % limit (20x) in view
         refresh_legend(self.ax, loc="upper left")
         return True
 
 
-def amdahl_view(fractions: tuple[float, ...] = (0.2, 0.5, 0.8), max_speedup: float = 16.0) -> Figure:
+def amdahl_view(fractions: tuple[float, ...] = (0.2, 0.5, 0.8), max_speedup: float = 16.0,
+                highlight: float | None = None) -> Figure:
     """Figure 8-36: whole-task speed-up against the speed-up of one stage, for several shares of the time."""
     fig, ax = new_figure(width=6.0, height=3.4)
-    _AmdahlCurves(ax, len(fractions)).set(fractions, max_speedup)
+    _AmdahlCurves(ax, len(fractions)).set(fractions, max_speedup, highlight)
     return caption(fig, "Figure 8-36: Amdahl's law; dotted lines are the limits 1/(1-f) as the stage becomes free")
 
 
@@ -315,18 +380,20 @@ def _explorer_shares(decode_share: float) -> tuple[float, ...]:
 
 
 def amdahl_explorer_view(decode_share: float = 0.5, max_speedup: float = 16.0) -> Figure:
-    """Amdahl's curve for one decode share beside the chapter's three."""
-    return amdahl_view(_explorer_shares(decode_share), max_speedup)
+    """Amdahl's curve for the reader's decode share, marked, beside the chapter's three."""
+    return amdahl_view(_explorer_shares(decode_share), max_speedup, highlight=decode_share)
 
 
 def update_amdahl(fig: Figure, decode_share: float = 0.5, max_speedup: float = 16.0) -> bool:
     """Redraw an ``amdahl_explorer_view`` figure in place (the explorer's path)."""
-    return _AmdahlCurves.redraw(fig, _explorer_shares(decode_share), max_speedup)
+    return _AmdahlCurves.redraw(fig, _explorer_shares(decode_share), max_speedup, decode_share)
 
 
 def arrivals_explorer() -> Explorer:
     """Arrival rate, KV budget, deadline and policy for a stream of short requests (8.6.1)."""
     return explore(arrivals_view, update_arrivals,
+                   grid=dict(rate_per_s=(0.5, 1, 2, 4, 8, 16), kv_budget_gib=(0.5, 1, 2, 4, 8, 12),
+                             deadline_s=(1, 3, 5, 7, 9, 12)),
                    rate_per_s=float_slider("arrival rate", 0.5, 16.0, 4.0, 0.5, unit="req/s"),
                    kv_budget_gib=float_slider("KV budget", 0.5, 12.0, 12.0, 0.5, unit="GiB"),
                    deadline_s=float_slider("deadline", 1.0, 12.0, 7.0, 0.5, unit="s"),
@@ -338,6 +405,7 @@ def arrivals_explorer() -> Explorer:
 def goodput_explorer() -> Explorer:
     """Arrival rate, deadline and accuracy against completion throughput and goodput (8.6.2)."""
     return explore(goodput_explorer_view, update_goodput,
+                   grid=dict(deadline_s=(0.5, 1, 2, 3, 4, 5, 6, 8, 10), accuracy=(0, 0.25, 0.5, 0.75, 0.875, 1)),
                    rate_per_s=log_slider("arrival rate", 0, 4, 4.0, base=2, step=0.5, unit="req/s"),
                    deadline_s=float_slider("deadline", 0.5, 10.0, 3.0, 0.5, unit="s"),
                    accuracy=float_slider("accuracy", 0.0, 1.0, 0.875, 0.025))
@@ -346,6 +414,8 @@ def goodput_explorer() -> Explorer:
 def config_explorer() -> Explorer:
     """KV budget, deadline, output length, D's tokens per round and the card on the configuration plane (8.6.3)."""
     return explore(config_view, update_config,
+                   grid=dict(kv_budget_gib=(2, 4, 9, 9.5, 10, 12, 24), deadline_s=(1, 7, 20), output_tokens=(2, 256, 1024),
+                             tokens_per_round=(1, 1.25, 1.5, 2, 3, 6)),
                    kv_budget_gib=float_slider("KV budget", 2.0, 24.0, 12.0, 0.5, unit="GiB"),
                    deadline_s=float_slider("deadline", 1.0, 20.0, 7.0, 0.5, unit="s"),
                    output_tokens=int_slider("output length", 2, 1024, 256, unit="tokens"),
@@ -357,5 +427,7 @@ def config_explorer() -> Explorer:
 def amdahl_explorer() -> Explorer:
     """Share of the task in decode and the largest decode speed-up (8.6.3)."""
     return explore(amdahl_explorer_view, update_amdahl,
+                   grid=dict(decode_share=tuple(round(i * 0.05, 2) for i in range(21)),
+                             max_speedup=(2, 4, 8, 16, 32, 64)),
                    decode_share=float_slider("decode share f", 0.0, 1.0, 0.5, 0.05),
                    max_speedup=float_slider("largest speed-up", 2.0, 64.0, 16.0, 1.0))

@@ -151,7 +151,12 @@ def update_acceptance(fig: Figure, accept: float, decay: float, drafts: int) -> 
 
 def acceptance_explorer() -> Explorer:
     """Acceptance of the first draft, its decay along the round and the draft length against E[N] (8.5.1)."""
-    return explore(acceptance_view, update_acceptance, accept=float_slider("acceptance a1", 0.05, 1.0, 0.75, 0.05),
+    return explore(acceptance_view, update_acceptance,
+                   grid=dict(accept=(0.05, 0.25, 0.5, 0.6, 0.75, 0.8, 0.9, 1.0), decay=(0.5, 0.7, 0.8, 0.9, 1.0),
+                             drafts=(1, 2, 4, 6, 8, 12, 16)),
+                   # the "Try it" of 8.5.1: a1 = 0.9 with m = 8, then with a decay of 0.8
+                   extra_states=[dict(accept=0.9, drafts=8, decay=0.8)],
+                   accept=float_slider("acceptance a1", 0.05, 1.0, 0.75, 0.05),
                    decay=float_slider("decay per position", 0.5, 1.0, 1.0, 0.05),
                    drafts=int_slider("draft length m", 1, _Acceptance.MAX_DRAFTS, 4))
 
@@ -214,6 +219,10 @@ class _RoundCost(InPlace):
                         fontsize=9, color=color)
             self.lookups.append((0.1, C.spec_time_per_token(a, plain, 0.1 * ms) / ms))  # a 0.1 ms lookup
         self.yours, = ax.plot(self.QUERY_MS, self.QUERY_MS, color=COLORS["highlight"], ls="--")
+        # where the reader's profile crosses plain decode, with its query time written beside it
+        self.your_break, = ax.plot([], [], "o", color=COLORS["highlight"], ms=6, zorder=3)
+        self.your_text = ax.annotate("", (0, plain / ms), textcoords="offset points", xytext=(4, 6), fontsize=10,
+                                     color=COLORS["highlight"])
         x, y, colors = zip(*breaks)  # where each profile breaks even with plain decode: circles
         ax.scatter(x, y, s=np.square([6, 6]), c=colors, marker="o", zorder=2.5)
         self.squares = ax.scatter([0, 0, 0], [0, 0, 0], s=np.square([5, 5, 6]), marker="s", zorder=2.5,
@@ -232,6 +241,12 @@ class _RoundCost(InPlace):
         self.yours.set(ydata=(verify + self.QUERY_MS * ms) / tokens / ms,
                        label=f"yours (a = {accept:.2f}, m = {drafts})")
         self.squares.set_offsets([*self.lookups, (lookup_ms, (verify + lookup_ms * ms) / tokens / ms)])
+        crossing = (PLAIN_STEP_S * tokens - verify) / ms  # (verify + q) / E[N] = plain step
+        shown = 0 <= crossing <= self.QUERY_MS[-1]
+        self.your_break.set_data([crossing] if shown else [], [PLAIN_STEP_S / ms] if shown else [])
+        self.your_text.set_text(f"yours: {crossing:.1f} ms" if shown else
+                                ("yours: never faster" if crossing < 0 else "yours: beyond 70 ms"))
+        self.your_text.xy = (min(max(crossing, 0), 52), PLAIN_STEP_S / ms)
         refresh_legend(self.ax, loc="upper left", fontsize=8)
 
 
@@ -247,7 +262,10 @@ def round_cost_view(accept: float, drafts: int, lookup_ms: float, verify_ms: flo
 
 def round_cost_explorer() -> Explorer:
     """Acceptance, draft length, query time and verification time against time per token (8.5.2)."""
-    return explore(round_cost_view, update_round_cost, accept=float_slider("acceptance a", 0.0, 1.0, 0.75, 0.05),
+    return explore(round_cost_view, update_round_cost,
+                   grid=dict(accept=(0, 0.25, 0.5, 0.75, 0.9, 1), drafts=(1, 2, 4, 8, 16),
+                             lookup_ms=(0, 0.1, 1, 5, 10, 20, 40, 60), verify_ms=(5, 10, 15, 20, 26.26, 40, 60)),
+                   accept=float_slider("acceptance a", 0.0, 1.0, 0.5, 0.05),
                    drafts=int_slider("draft length m", 1, 16, 4),
                    lookup_ms=float_slider("query time", 0.0, 60.0, 0.1, 0.1, unit="ms"),
                    verify_ms=float_slider("verification time", 5.0, 60.0, 26.26, 0.01, unit="ms"))
@@ -308,8 +326,10 @@ class _DraftSource(InPlace):
             self.labels[i].set_text(f"{verify[i] + draft[i]:.1f}")
         self.ax.set_xlim(0, 1.25 * max(verify[0], verify[1] + draft[1]))
         memory = "none" if not r.extra_bytes else f"{r.extra_bytes / GB:.2f} GB of draft weights"
-        self.ax.set_title(f"{source}: E[N] = {r.tokens:.2f}, drafting {r.draft_s / ms:.2f} ms a round\n"
-                          f"device memory: {memory}", fontsize=9)
+        spec = verify[1] + draft[1]
+        verdict = "faster than" if spec < verify[0] else "as fast as" if spec == verify[0] else "slower than"
+        self.ax.set_title(f"{source}: E[N] = {r.tokens:.2f}, drafting {r.draft_s / ms:.2f} ms a round, "
+                          f"{verdict} plain decode\ndevice memory: {memory}", fontsize=9)
 
 
 def draft_source_view(source: str, weights_gb: float, overhead_ms: float, accept: float, drafts: int) -> Figure:
@@ -328,7 +348,10 @@ def update_draft_source(fig: Figure, source: str, weights_gb: float, overhead_ms
 
 def draft_source_explorer() -> Explorer:
     """Draft source, its weights and per-forward overhead, acceptance and draft length against plain decode (8.5.3)."""
-    return explore(draft_source_view, update_draft_source, source=choice("draft source", list(DRAFT_SOURCES),
+    return explore(draft_source_view, update_draft_source,
+                   grid=dict(weights_gb=(0.1, 2.1, 8), accept=(0.5, 0.75, 1), drafts=(1, 4, 16),
+                             overhead_ms=(0, 2, 4, 8, 9.5, 10, 17.5, 30, 50, 50.5, 60)),
+                   source=choice("draft source", list(DRAFT_SOURCES),
                                                                           "draft model, serial"),
                    weights_gb=float_slider("draft weights", 0.1, 8.0, 2.1, 0.1, unit="GB"),
                    overhead_ms=float_slider("fixed cost per forward", 0.0, 60.0, 0.0, 0.5, unit="ms"),
@@ -354,21 +377,25 @@ def decoder_rounds_figure(result: DecodeResult, title: str) -> Figure:
 
 
 # ---- 8.5.4 ---------------------------------------------------------------------------------------
+#: The largest iteration vLLM captures a graph for by default (tokens); a larger one runs eagerly, unpadded.
+LARGEST_CAPTURED = 512
+#: The explorer's context (tokens): short enough that 256 requests' KV fits on the card beside the weights.
+DRAFT_LENGTH_CONTEXT = 512
+
+
 def draft_length_frame(accept: float, decay: float, per_draft_ms: float, group: int, batch: int,
-                       context_tokens: int = 512, max_drafts: int = 16) -> pd.DataFrame:
-    """Time per token against draft length m at ``batch``, with verify rows padded to multiples of ``group``."""
+                       context_tokens: int = DRAFT_LENGTH_CONTEXT, max_drafts: int = 16) -> pd.DataFrame:
+    """Time per token against draft length m at ``batch``: each step pays the batch-1 overhead ``OVERHEAD_S``, and the
+    iteration's batch x (m + 1) rows are padded to captured sizes 1, 2, 4 and multiples of ``group`` up to
+    ``LARGEST_CAPTURED`` (larger iterations run unpadded); m serial drafts cost ``per_draft_ms`` each."""
     a = C.geometric_profile(accept, max_drafts, decay)
-    buckets = multiples(group, 16 * max_drafts, small=())
-    plain = C.round_time_s(0, MODEL, ACCELERATOR, batch, context_tokens, 0.0, 1, OVERHEAD_S,
-                           PREFILL_MFU_SHARED_BATCH16)
-    rows = []
-    for m in range(1, max_drafts + 1):
-        t = C.round_time_s(m, MODEL, ACCELERATOR, batch, context_tokens, per_draft_ms * ms, 1, OVERHEAD_S,
-                           PREFILL_MFU_SHARED_BATCH16, buckets=buckets)
-        rows.append({"m": m, "E[N]": C.expected_tokens(a[:m]), "round (ms)": t / ms})
-    frame = pd.DataFrame(rows).set_index("m")
+    captured = multiples(group, LARGEST_CAPTURED)
+    times = [C.padded_round_time_s(m, MODEL, ACCELERATOR, batch, context_tokens, per_draft_ms * ms, OVERHEAD_S,
+                                   PREFILL_MFU_SHARED_BATCH16, captured) for m in range(max_drafts + 1)]
+    frame = pd.DataFrame({"m": range(1, max_drafts + 1), "E[N]": 1.0 + np.cumsum(np.cumprod(a)),
+                          "round (ms)": np.asarray(times[1:]) / ms}).set_index("m")
     frame["ms per token"] = frame["round (ms)"] / frame["E[N]"]
-    frame["plain ms per token"] = plain / ms
+    frame["plain ms per token"] = times[0] / ms
     return frame
 
 
@@ -408,12 +435,16 @@ class _DraftLength(InPlace):
         # headroom for a one-row legend at a fixed place (searching for the 'best' place costs a redraw ~10 ms)
         ax.set_xticks([1, *frame.index[3::4]]), ax.set_ylim(0, 1.3 * max(per_token.max(), plain))
         refresh_legend(ax, fontsize=8, loc="upper center", ncols=3)
-        ax.set_title(f"batch {batch}: verify rows padded to multiples of {group}", fontsize=10)
+        ax.set_title(f"batch {batch}, {DRAFT_LENGTH_CONTEXT}-token context; the step's rows padded to multiples of "
+                     f"{group} (up to {LARGEST_CAPTURED})", fontsize=9)
 
 
 def draft_length_explorer() -> Explorer:
     """Acceptance profile, per-draft cost, bucket size and batch against the best draft length (8.5.4)."""
-    return explore(draft_length_view, update_draft_length, accept=float_slider("acceptance a1", 0.05, 1.0, 0.8, 0.05),
+    return explore(draft_length_view, update_draft_length,
+                   grid=dict(accept=(0.4, 0.6, 0.8, 0.85, 0.9, 1.0), decay=(0.5, 0.7, 0.8, 0.9, 1.0),
+                             per_draft_ms=(0, 0.5, 1, 2, 4, 8)),
+                   accept=float_slider("acceptance a1", 0.05, 1.0, 0.8, 0.05),
                    decay=float_slider("decay per position", 0.5, 1.0, 1.0, 0.05),
                    per_draft_ms=float_slider("cost per draft", 0.0, 8.0, 1.0, 0.1, unit="ms"),
                    group=choice("bucket size (rows)", [1, 4, 8, 16], 8),

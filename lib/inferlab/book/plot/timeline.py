@@ -376,6 +376,8 @@ def request_explorer() -> "Explorer":
 
     return w.explore(
         draw_single_request, update_single_request,
+        grid=dict(queue_s=(0, 0.05, 0.1, 0.5, 2), prefill_ms=(10, 96, 1000), itl_ms=(5, 26.5, 60),
+                  output_tokens=(1, 256, 1024), inserted_prefills=(0, 1, 2, 5, 20), deadline_s=(1, 7, 20)),
         queue_s=w.float_slider("queueing delay", 0.0, 2.0, 0.1, 0.05, "s"),
         prefill_ms=w.float_slider("prefill time", 10, 1000, 96, 2, "ms"),
         itl_ms=w.float_slider("inter-token latency", 5, 60, 26.5, 0.5, "ms"),
@@ -393,6 +395,8 @@ def capacity_explorer() -> "Explorer":
 
     return w.explore(
         draw_capacity, update_capacity,
+        grid=dict(kv_budget_gib=(1, 12, 48, 80), prompt_tokens=(512, 8192, 32768), output_tokens=(1, 256, 4096),
+                  shared_prefix_tokens=(0, 2048, 6144, 32768)),
         model=w.choice("model", list(MODELS), "qwen3-8b"),
         kv_budget_gib=w.float_slider("KV budget", 1, 80, 12, 1, "GiB"),
         prompt_tokens=w.int_slider("prompt", 16, 32768, 8192, 16, "tokens"),
@@ -407,4 +411,4 @@ def batch_explorer() -> "Explorer":
     """The published batch sweep with a batch slider."""
     from .. import widgets as w
 
-    return w.explore(draw_batch, update_batch, batch=w.int_slider("batch", 1, 128, 16, 1, "requests"))
+    return w.explore(draw_batch, update_batch, grid=dict(batch=(1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)), batch=w.int_slider("batch", 1, 128, 16, 1, "requests"))
