@@ -145,7 +145,7 @@ def test_figure_captions_and_explorer_lines_are_text(book) -> None:
     assert chosen is not None, "no page with an explorer and a numbered figure"
     text = _text(reader, *_page_range(book, chosen))
     assert re.search(r"Figure 8-\d+", text), "a numbered figure's caption or reference as text"
-    assert "Offline, this slider moves" in text, "the explorer's caption as text"
+    assert "Every knob moves over values drawn by the book's library" in text, "the explorer's caption as text"
     line = f"Interactive in the HTML book and in the notebook {chosen}.ipynb"
     assert text.count(line) == _page(chosen).explorers, "one print line per explorer, naming its notebook"
 

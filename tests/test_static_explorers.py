@@ -137,6 +137,7 @@ def test_placeholder_shows_the_default_picture_and_every_knob_disabled() -> None
     page = S.placeholder_html(ex)
     ks = S.knobs(ex)
     assert 'data-explorer="blocks_explorers.shared_batch_explorer"' in page
+    assert 'data-file="explorers/blocks_explorers.shared_batch_explorer.js"' in page  # what write_site_data names
     assert page.count("data-knob=") == len(ks) == 2 and page.count(" disabled") == 2
     for k in ks:
         assert f'value="{k.default}"' in page and f"<output>{k.labels[k.default]}</output>" in page

@@ -332,7 +332,7 @@ def read_data_script(script: str) -> dict[str, Any]:
 
 def placeholder_html(explorer: Explorer) -> str:
     """The explorer as the static page shows it: its default picture, every knob, and a caption; the book's
-    script enables the knobs once the explorer's data file has loaded."""
+    script enables the knobs once the explorer's data file (``data-file``, under ``_static``) has loaded."""
     key = explorer_key(explorer)
     ks = knobs(explorer)
     picture = _draw_state(explorer, explorer.values(), _prefix(key))
@@ -350,7 +350,8 @@ def placeholder_html(explorer: Explorer) -> str:
                         f'<output>{html.escape(k.labels[k.default])}</output></label>')
     n = len(picks(ks, explorer.extra_states))
     return (
-        f'<figure class="inferlab-explorer" data-explorer="{html.escape(key)}" data-states="{n}">'
+        f'<figure class="inferlab-explorer" data-explorer="{html.escape(key)}" data-states="{n}" '
+        f'data-file="explorers/{html.escape(key)}.js">'
         f'<div class="inferlab-explorer-stage inferlab-figure-scroll">{picture}</div>'
         f'<div class="inferlab-explorer-knobs">{"".join(controls)}</div>'
         f'<p class="inferlab-explorer-note" aria-live="polite"></p>'

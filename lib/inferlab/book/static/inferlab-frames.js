@@ -23,13 +23,13 @@
   // called by each data file
   window.inferlabExplorerData = (key, packed) => { unpack(packed).then(entry(key).resolve, entry(key).reject); };
 
-  function load(key) {
+  function load(key, file) {
     const e = entry(key);
     if (!e.requested) {
       e.requested = true;
       const root = document.documentElement.dataset.content_root || "";
       const script = document.createElement("script");
-      script.src = `${root}_static/explorers/${key}.js`;
+      script.src = `${root}_static/${file}`;
       script.onerror = () => e.reject(new Error(`explorer data ${script.src} did not load`));
       document.head.appendChild(script);
     }
@@ -92,7 +92,7 @@
 
   function init() {
     for (const fig of document.querySelectorAll("figure.inferlab-explorer[data-explorer]")) {
-      load(fig.dataset.explorer).then((data) => wire(fig, data)).catch((err) => {
+      load(fig.dataset.explorer, fig.dataset.file).then((data) => wire(fig, data)).catch((err) => {
         fig.dataset.ready = "0";
         const note = document.createElement("p");
         note.className = "inferlab-explorer-missing";
