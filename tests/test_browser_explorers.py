@@ -240,6 +240,13 @@ TRY_ITS = [
           {"interval": "2048"}, r"only (\d+) tokens are recomputed", lambda x: f"recompute {x:.0f} here"),
     TryIt(C + "8-3-4-cache-admission-and-eviction.html", "blocks_explorers.value_explorer", "maintenance to zero",
           {"link_gb_per_s": "8"}, r"only near .{0,40}?= ?(\d+\.\d+)", lambda x: f"{100 * x:.0f}."),  # 0.58: 58.2%
+    TryIt(C + "8-3-4-cache-admission-and-eviction.html", "blocks_explorers.keep_or_recompute_explorer", "slowest link",
+          {"link_gb_per_s": "8"}, r"At 8 GB/s only the prefixes beyond (\d+)K", lambda x: f"from {2 * x:.0f}K tokens up"),
+    TryIt(C + "8-3-4-cache-admission-and-eviction.html", "blocks_explorers.keep_or_recompute_explorer", "slowest link",
+          {"link_gb_per_s": "4"}, None, _lit("keeping pays at no length")),
+    TryIt(C + "8-3-4-cache-admission-and-eviction.html", "blocks_explorers.keep_or_recompute_explorer", "slowest link",
+          {"link_gb_per_s": "64", "maintain_per_fetch": "10"}, r"exceeds about (\d+) transfers",
+          lambda x: "from 8K tokens up" if x < 10 else "at every length"),
     TryIt(C + "8-3-4-cache-admission-and-eviction.html", "blocks_explorers.cache_choice_explorer", "three B",
           {"p_a": "0.45"}, None, _lit("keep 3 x B")),
     TryIt(C + "8-3-4-cache-admission-and-eviction.html", "blocks_explorers.pool_explorer", "pool sizes",

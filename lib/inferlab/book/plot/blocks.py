@@ -643,7 +643,6 @@ class _KeepOrRecompute(InPlace):
         ax.set_xlabel("prefix length (tokens)")
         ax.set_ylabel(r"$T_{\mathrm{rec}} / T_{\mathrm{fetch}}$")
         ax.set_xlim(self.lengths[0], self.lengths[-1])
-        ax.set_title("keeping pays above a dashed line, recomputing below it", fontsize=10)
         self.keep_on(ax.figure)
 
     def set(self, ratios: dict[str, Sequence[float]], thresholds: dict[str, float]) -> bool:
@@ -655,6 +654,13 @@ class _KeepOrRecompute(InPlace):
         for (line, text), (label, t) in zip(self.lines, thresholds.items()):
             line.set_ydata([t, t])
             text.set(y=t, text=label)
+        # the answer in words, for the last link (the chosen one) against the first keep line
+        chosen, line = list(ratios.values())[-1], next(iter(thresholds.values()))
+        pays = [n for n, r in zip(self.lengths, chosen) if r > line]
+        where = ("at no length" if not pays else "at every length" if len(pays) == len(self.lengths)
+                 else f"from {_tokens(min(pays))} tokens up" if pays == self.lengths[-len(pays):]
+                 else "for " + ", ".join(_tokens(n) for n in pays) + " tokens")
+        self.ax.set_title(f"at {list(ratios)[-1]}, keeping pays {where} (above the dashed line)", fontsize=10)
         ys = np.concatenate([np.ravel(r) for r in ratios.values()] + [np.ravel(list(thresholds.values()))])
         self.ax.yaxis.set_major_locator(InView(FixedLocator(round_log_ticks(ys[np.isfinite(ys) & (ys > 0)]))))
         self.ax.relim()
@@ -662,6 +668,10 @@ class _KeepOrRecompute(InPlace):
         # under the axes: the chosen link's line and the keep line can run anywhere inside and beside them
         refresh_legend(self.ax, on_figure=True, loc="lower center", ncols=3, fontsize=8, handlelength=1.5)
         return True
+
+
+def _tokens(n: int) -> str:
+    return f"{n // 1024}K" if n >= 1024 else str(n)
 
 
 def draw_hits_vs_pool(pool_bytes: Sequence[float], hits: dict[str, Sequence[int]], total: int,
