@@ -48,3 +48,18 @@ def test_source_of_reads_a_kernel_without_importing_its_module() -> None:
         book.source_of("inferlab.kernels.triton_paged", "no_such_kernel")
     with pytest.raises(ValueError, match="module must name"):
         book.source_of("inferlab.no_such_module", "x")
+
+
+def test_number_table_prints_whole_numbers_plainly_and_a_dash_for_missing() -> None:
+    import math
+
+    import pandas as pd
+
+    from inferlab.book import number_table
+
+    df = pd.DataFrame({"MiB": [1152.0, 631.125, math.nan], "name": ["a", "b", "c"]}, index=["bf16", "q8_0", "q4_0"])
+    out = number_table(df, {"bf16": "BF16"})
+    assert out.loc["BF16"].tolist() == ["1152", "a"] and out.loc["q8_0", "MiB"] == "631.125"
+    assert out.loc["q4_0", "MiB"] == "–"
+    with pytest.raises(ValueError, match="df must be a pandas DataFrame"):
+        number_table([1, 2])

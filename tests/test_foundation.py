@@ -134,3 +134,22 @@ def test_argument_checks_take_numbers_of_any_kind_and_refuse_bools_and_non_finit
                        (non_negative_int, False)):
         with pytest.raises(ValueError, match="^x must|^n must"):
             check("x" if check in (positive, non_negative) else "n", bad)
+
+
+def test_member_names_what_an_unknown_or_unhashable_key_must_be() -> None:
+    from inferlab._validate import member
+
+    assert member("step_id", 3, {3: "a"}, "a step in flight") == 3
+    for bad in (4, [3], {"x": 1}):  # unknown, and unhashable values looked up in a mapping
+        with pytest.raises(ValueError, match="step_id must name a step in flight, got"):
+            member("step_id", bad, {3: "a"}, "a step in flight")
+
+
+def test_written_sums_keep_the_order_they_are_given_and_the_value() -> None:
+    import sympy as sp
+
+    from inferlab.symbolic import written_product, written_sum
+
+    a, b, c = sp.symbols("a b c")
+    shown = written_sum(c, written_product(b, a))
+    assert sp.latex(shown, order="none") == "c + b a" and sp.simplify(shown - (a * b + c)) == 0

@@ -680,3 +680,19 @@ def test_simulate_refuses_what_is_not_a_request(bad) -> None:
 def test_simulate_refuses_an_admission_that_is_not_one() -> None:
     with pytest.raises(ValueError, match="admission must be an Admission"):
         simulate([Request("a", 0.0, 10, 2)], "continuous", FITTED_COST, admission="x")
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(max_running=0), "max_running"), (dict(max_running=2.5), "max_running"),
+    (dict(max_running=4, token_budget=3), "token_budget .3. must be at least max_running"),
+    (dict(token_budget=-1), "token_budget"), (dict(chunk_tokens=0), "chunk_tokens"),
+    (dict(whole_chunks="yes"), "whole_chunks"), (dict(token_budget=float("nan")), "token_budget"),
+])
+def test_limits_refuse_what_no_engine_could_run(bad: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        sched.Limits(**bad)
+
+
+def test_limits_budget_and_chunk_are_infinite_when_unset_and_the_chunk_never_exceeds_the_budget() -> None:
+    assert sched.Limits().budget == math.inf and sched.Limits().chunk == math.inf
+    assert sched.Limits(max_running=2, token_budget=512, chunk_tokens=2048).chunk == 512

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from numbers import Integral, Real
 
 import numpy as np
@@ -86,14 +86,26 @@ def fraction(name: str, value: float) -> float:
     return float(value)
 
 
+def _contains(container: Container, value: object) -> bool:
+    """``value in container``, False (not a TypeError) for an unhashable value looked up in a mapping or set."""
+    try:
+        return value in container
+    except TypeError:
+        return False
+
+
 def one_of(name: str, value: str, allowed: "dict | list | tuple") -> str:
     """Return ``value`` if it is one of ``allowed`` (a mapping's keys or a sequence)."""
-    try:
-        known = value in allowed
-    except TypeError:  # an unhashable value looked up in a mapping
-        known = False
-    if not known:
+    if not _contains(allowed, value):
         raise ValueError(f"{name} must be one of {sorted(allowed)}, got {value!r:.80}")
+    return value
+
+
+def member(name: str, value: object, container: Container, what: str) -> object:
+    """Return ``value`` if it is in ``container`` (a key of a mapping...); else a ValueError saying ``name`` must
+    name ``what``. Unlike ``one_of`` it does not list the container (a block manager's sequences, steps in flight)."""
+    if not _contains(container, value):
+        raise ValueError(f"{name} must name {what}, got {value!r:.80}")
     return value
 
 

@@ -139,3 +139,13 @@ def largest_piece(fixed_s: float, per_token_s: float, per_pair_s: float) -> sp.E
     roots = [r.subs(values) for r in _piece_roots(values[c_pair] > 0)]
     probe = {T_max: 1.0, h_cached: 0, n_d: 0, L_d: 1}
     return max(roots, key=lambda r: float(sp.re(r.subs(probe))))
+
+
+def written_sum(*terms: sp.Expr) -> sp.Expr:
+    """``terms`` added in the order given, not sympy's (for displaying a formula as a person writes it)."""
+    return sp.Add(*terms, evaluate=False)
+
+
+def written_product(*factors: sp.Expr) -> sp.Expr:
+    """``factors`` multiplied in the order given, not sympy's (``written_sum``'s partner)."""
+    return sp.Mul(*factors, evaluate=False)

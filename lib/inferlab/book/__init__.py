@@ -1,12 +1,13 @@
 """Everything that exists only to present the book; no model imports it.
 
-- ``prose``: ``glue``, numbers computed on a page named for its Markdown;
+- ``prose``: ``glue``, numbers computed on a page named for its Markdown, and ``number_table`` to print them;
 - ``plot``: the book's figures and explorers, one module per part of the chapter;
-- ``widgets``: labelled controls wired to a pure draw function, and offline frames for the static book;
+- ``widgets``: labelled controls wired to a pure draw function; ``static_explorers``: the same explorers in the
+  static book, every state drawn at build time;
 - ``sphinx_offline``: the Sphinx extension that serves the book offline; ``static/``: its CSS and scripts;
 - ``install_cell``: the first cell of every notebook (installs ``inferlab`` on Colab and JupyterLite).
 """
 
-from .prose import GLUE_PREFIX, glue, plain, source_of
+from .prose import GLUE_PREFIX, glue, number_table, plain, source_of
 
-__all__ = ["GLUE_PREFIX", "glue", "plain", "source_of"]
+__all__ = ["GLUE_PREFIX", "glue", "number_table", "plain", "source_of"]

@@ -11,7 +11,7 @@ import math
 from numbers import Integral, Real
 from typing import Any
 
-__all__ = ["glue", "plain", "source_of"]
+__all__ = ["glue", "plain", "source_of", "number_table"]
 
 
 def plain(name: str, value: Any) -> int | float | str:
@@ -73,3 +73,21 @@ def source_of(module: str, name: str) -> str:
             start = min([node.lineno] + [d.lineno for d in node.decorator_list])
             return "\n".join(text.splitlines()[start - 1:node.end_lineno])
     raise ValueError(f"name must be a top-level function or class of {module}, got {name!r}")
+
+
+def number_table(df: Any, rows: dict | None = None) -> Any:
+    """``df`` (a pandas DataFrame) as a page prints it: rows renamed by ``rows``, whole numbers without ".0",
+    others with their significant digits (``:g``), and "–" where a value is missing (not "NaN")."""
+    import pandas as pd
+
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"df must be a pandas DataFrame, got {type(df).__name__}")
+
+    def cell(x: Any) -> str:
+        if pd.isna(x):
+            return "–"
+        if isinstance(x, str):
+            return x
+        return f"{x:.0f}" if float(x).is_integer() else f"{x:g}"
+
+    return df.rename(index=rows or {}).apply(lambda col: col.map(cell))

@@ -37,23 +37,20 @@ from matplotlib.backends.backend_svg import RendererSVG
 from matplotlib.figure import Figure
 from matplotlib.textpath import TextToPath
 
-from .plot.display import describe, inline_svg
+from .plot.display import SVG_RC, describe, inline_svg
 from matplotlib.ticker import MaxNLocator
 
 if TYPE_CHECKING:
     from .widgets import Explorer
 
-__all__ = ["MAX_STATES", "Knob", "knobs", "picks", "Frames", "frames", "state_svg", "placeholder_html", "data_script",
-           "write_site_data", "explorer_key"]
+__all__ = ["MAX_STATES", "Knob", "slider_values", "knobs", "picks", "Frames", "frames", "state_svg", "placeholder_html",
+           "data_script", "read_data_script", "write_site_data", "explorer_key"]
 
 #: At most this many states per explorer: each costs one Matplotlib draw and SVG save at build time (30-60 ms).
 MAX_STATES = 250
 #: Values a slider gets on its own, before the budget thins them (never below 3: both ends and one between).
 _SLIDER_VALUES = 5
 _MIN_VALUES = 3
-#: Matplotlib settings for the SVG states: text as text (it scales, a reader can select and search it), and ids
-#: that do not change from one build to the next.
-SVG_RC = {"svg.fonttype": "none", "svg.hashsalt": "inferlab", "svg.id": None}
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 
-from .._validate import MAX_COUNT, instance, items, non_negative_int, positive_int
+from .._validate import MAX_COUNT, instance, items, member, non_negative_int, positive_int
 from ..kvcache.block_manager import BlockManager
 
 PAD = -1  # block-table entry past the blocks a sequence's context needs
@@ -297,12 +297,7 @@ def tables_from_manager(manager: BlockManager, seq_ids: Sequence[Hashable]) -> t
     instance("manager", manager, BlockManager)
     seq_ids = items("seq_ids", seq_ids)
     for s in seq_ids:
-        try:
-            known = s in manager.seqs
-        except TypeError:  # unhashable
-            known = False
-        if not known:
-            raise ValueError(f"seq_ids must name allocated sequences of the manager, got {s!r:.80}")
+        member("seq_ids", s, manager.seqs, "allocated sequences of the manager")
     tables = [manager.block_table(s) for s in seq_ids]
     lens = np.array([(len(t) - 1) * manager.block_size + manager.last_block_fill(s) if t else 0
                      for s, t in zip(seq_ids, tables)], dtype=np.int64)

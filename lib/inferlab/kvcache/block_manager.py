@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validate import TOKEN_ID_LIMIT, flag, instance, mapping, non_negative_int, positive_int, token_ids
+from .._validate import TOKEN_ID_LIMIT, flag, instance, mapping, member, non_negative_int, positive_int, token_ids
 from .block_index import BlockIndex, HashFn, PrefixNode, chained_hash
 
 __all__ = ["MAX_BLOCKS", "BlockManager", "OutOfBlocks", "PoolState", "SeqState"]
@@ -449,12 +449,7 @@ class BlockManager:
 
     def end_step(self, step_id: int) -> int:
         """Complete a step; return how many draining blocks went back to the free pool."""
-        try:
-            known = step_id in self._steps
-        except TypeError:  # unhashable
-            known = False
-        if not known:
-            raise ValueError(f"step_id must be a step in flight ({self.steps_in_flight}), got {step_id!r:.80}")
+        member("step_id", step_id, self._steps, f"a step in flight ({self.steps_in_flight})")
         self._version += 1
         returned = 0
         for bid in self._steps.pop(step_id):

@@ -16,7 +16,7 @@ class Limits:
 
     ``None`` means no limit. The budget holds at least ``max_running`` tokens, so a running decode
     never misses an iteration. ``whole_chunks``: a piece runs only if it fits whole in the budget
-    left (the chapter's rule); False cuts it to what is left, as vLLM does.
+    left (our modelling choice; it reproduces the chapter's examples); False cuts it to what is left, as vLLM does.
     """
 
     max_running: int = 1

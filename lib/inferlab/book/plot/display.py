@@ -33,8 +33,8 @@ from matplotlib.text import Text
 
 from .legibility import MIN_LABEL_PT, min_font_pt
 
-__all__ = ["CAPTION_ATTR", "CSS_PX_PER_IN", "SVG_MAX_BYTES", "describe", "figure_html", "figure_id", "plain",
-           "record_caption"]
+__all__ = ["CAPTION_ATTR", "CSS_PX_PER_IN", "SVG_MAX_BYTES", "SVG_RC", "describe", "figure_html", "figure_id", "plain",
+           "inline_svg", "record_caption"]
 
 #: The attribute of a Figure that holds its caption text (set by ``plot.caption``).
 CAPTION_ATTR = "_inferlab_caption"
@@ -199,10 +199,15 @@ def _caption(fig: Figure) -> tuple[str, list[Text], bool]:
     return describe(fig), [], True
 
 
+#: Matplotlib's settings for the book's SVG: text as text (it scales, a reader can select and search it), and ids
+#: that do not change from one build to the next.
+SVG_RC = {"svg.fonttype": "none", "svg.hashsalt": "inferlab", "svg.id": None}
+
+
 def _save(fig: Figure, fmt: str, dpi: float) -> bytes:
     """``fig`` as ``fmt`` (svg: text as text), cropped to what it draws, on white."""
     buf = io.BytesIO()
-    with mpl.rc_context({"svg.fonttype": "none", "svg.hashsalt": "inferlab"}):
+    with mpl.rc_context(SVG_RC):
         fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches="tight", pad_inches=0.06, facecolor="white",
                     metadata={"Date": None} if fmt == "svg" else None)
     return buf.getvalue()
