@@ -12,11 +12,15 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Hashable, Iterable
+from typing import TYPE_CHECKING
 
-from ._validate import (finite_result, flag, instance, items, non_negative, non_negative_int, positive,
+from ._validate import (MAX_COUNT, finite_result, flag, instance, items, non_negative, non_negative_int, positive,
                         positive_int)
 from .hardware import Accelerator
 from .models import ModelSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def efficiency(name: str, value: float) -> float:
@@ -187,6 +191,35 @@ def decode_context_crossover(model: ModelSpec, accelerator: Accelerator, mfu: fl
     slope = decode_flops_per_request(model, 1) - f0
     return context_crossover(f0, slope, model.kv_bytes_per_token(dtype_bytes), accelerator.peak_bf16_flops,
                              accelerator.hbm_bandwidth, mfu, mbu)
+
+
+def decode_crossover_table(model: ModelSpec, accelerator: Accelerator, contexts: Iterable[int], mfu: float = 1.0,
+                           mbu: float = 1.0, dtype_bytes: float = 2) -> "pd.DataFrame":
+    """Per context length: what one more decode request adds to a step, and the batch b* where compute overtakes reads.
+
+    One row per entry of ``contexts`` (index ``context_tokens``, in the order given), columns in
+    seconds: ``compute_per_request_s`` = F(L) / (P*mfu), the arithmetic one request brings;
+    ``read_per_request_s`` = L*k / (beta*mbu), the KV it brings; ``crossover_batch`` =
+    ``compute_memory_crossover`` with the model's matrix weights, inf where no batch makes the step
+    compute-bound (the request's reads outgrow its arithmetic). P is the card's peak BF16 FLOP/s.
+    """
+    import pandas as pd
+
+    instance("model", model, ModelSpec), instance("accelerator", accelerator, Accelerator)
+    lengths = [non_negative_int("contexts", L, at_most=MAX_COUNT) for L in items("contexts", contexts)]
+    if not lengths:
+        raise ValueError("contexts must name at least one context length")
+    if len(set(lengths)) != len(lengths):
+        raise ValueError(f"contexts must not repeat a context length, got {lengths!r:.80}")
+    peak, bandwidth = accelerator.peak_bf16_flops, accelerator.hbm_bandwidth
+    p, beta = peak * efficiency("mfu", mfu), bandwidth * efficiency("mbu", mbu)
+    weights, k = model.matrix_weight_bytes(dtype_bytes), model.kv_bytes_per_token(dtype_bytes)
+    rows = []
+    for L in lengths:
+        f = decode_flops_per_request(model, L)
+        rows.append({"context_tokens": L, "compute_per_request_s": f / p, "read_per_request_s": L * k / beta,
+                     "crossover_batch": compute_memory_crossover(f, L, weights, k, peak, bandwidth, mfu, mbu)})
+    return pd.DataFrame(rows).set_index("context_tokens")
 
 
 def decode_flops_per_request(model: ModelSpec, context_tokens: int) -> float:

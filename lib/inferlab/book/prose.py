@@ -11,7 +11,7 @@ import math
 from numbers import Integral, Real
 from typing import Any
 
-__all__ = ["glue", "plain", "source_of", "number_table"]
+__all__ = ["glue", "plain", "source_of", "number_table", "formatted_table"]
 
 
 def plain(name: str, value: Any) -> int | float | str:
@@ -91,3 +91,49 @@ def number_table(df: Any, rows: dict | None = None) -> Any:
         return f"{x:.0f}" if float(x).is_integer() else f"{x:g}"
 
     return df.rename(index=rows or {}).apply(lambda col: col.map(cell))
+
+
+def formatted_table(df: Any, formats: dict[str, str], names: dict[str, str] | None = None) -> Any:
+    """``df`` (a pandas DataFrame) as a page prints it: only the columns named in ``formats``, in that order, each
+    value written with its column's format spec (``".2f"``, ``".0%"``; ``""`` as it is).
+
+    True and False read "yes" and "no", a word starts with a capital letter, and a missing value (NaN or None) is
+    "–". Numbers in the index lose a trailing ".0" (``:g``). Columns and index levels are then renamed by ``names``
+    (keys a frame lacks are ignored).
+    """
+    import numpy as np
+    import pandas as pd
+
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"df must be a pandas DataFrame, got {type(df).__name__}")
+    if not isinstance(formats, dict) or not formats:
+        raise ValueError(f"formats must be a non-empty dict of column -> format spec, got {formats!r:.80}")
+    missing = [c for c in formats if c not in df.columns]
+    if missing:
+        raise ValueError(f"formats must name columns of df {list(df.columns)[:8]}, got {missing[:5]}")
+    if not all(isinstance(s, str) for s in formats.values()):
+        raise ValueError(f"formats must map each column to a format spec (a str), got {formats!r:.80}")
+    if names is not None and (not isinstance(names, dict) or not all(isinstance(v, str) for v in names.values())):
+        raise ValueError(f"names must be a dict of old name -> new name (a str), got {names!r:.80}")
+
+    def cell(x: Any, spec: str) -> str:
+        if isinstance(x, (bool, np.bool_)):
+            return "yes" if x else "no"
+        if x is None or (not isinstance(x, str) and pd.isna(x)):
+            return "–"
+        if isinstance(x, str):
+            return x[:1].upper() + x[1:]
+        return format(x, spec)
+
+    def label(x: Any) -> Any:
+        return f"{x:g}" if isinstance(x, (float, Real)) and not isinstance(x, (bool, Integral)) else x
+
+    out = {}
+    for column, spec in formats.items():
+        try:
+            out[column] = df[column].map(lambda x, spec=spec: cell(x, spec))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"formats[{column!r}] must be a format spec for the column's values, got {spec!r}: "
+                             f"{err}") from None
+    shown = pd.DataFrame(out, index=df.index).rename(index=label)
+    return shown.rename(columns=names or {}).rename_axis(index=names or {})

@@ -2,7 +2,8 @@
 
 - Size: a context's KV in a block format is its BF16 bytes x (block bytes / (block values x 2)).
 - Time: reading dD fewer bytes at bandwidth beta saves dD / beta; converting costs T_c, so
-  dT = dD / beta - T_c (positive: the compressed format is faster).
+  dT = dD / beta - T_c (positive: the compressed format is faster). Experiment 8-1 gives beta two ways: the
+  whole-step average (bytes read / step time) and the marginal rate (extra bytes / extra time between two batches).
 - Measured ITL lines t(L) = a + b L of BF16 and FP8 KV cross where a_1 + b_1 L = a_2 + b_2 L.
 - A quantized weight file fits when memory - reserve - file >= the KV the requests need.
 """
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 import sympy as sp
 
-from .._validate import non_negative, non_negative_int, positive
+from .._validate import member, non_negative, non_negative_int, positive, positive_int
 from ..datasets import published
 from ..memory import request_kv_bytes
 from ..models import ModelSpec
@@ -52,6 +53,43 @@ def decode_bandwidth_measured(batch: int = 64) -> float:
         raise ValueError(f"batch must be one of {sorted(sweep.index)}, got {batch!r}")
     row = sweep.loc[batch]
     return float(row["step_read_gb"] * GB / row["decode_step_s"])
+
+
+@dataclass(frozen=True)
+class MarginalRead:
+    """What experiment 8-1's decode step read and took in addition from ``from_batch`` to ``to_batch``."""
+
+    from_batch: int
+    to_batch: int
+    extra_bytes: float  # bytes read per step, to_batch's minus from_batch's
+    extra_s: float  # decode step seconds, to_batch's minus from_batch's
+
+    @property
+    def bandwidth(self) -> float:
+        """Extra bytes over extra seconds (B/s): what one more byte read cost the step at the margin."""
+        return self.extra_bytes / self.extra_s
+
+
+def marginal_decode_read(from_batch: int = 16, to_batch: int = 64) -> MarginalRead:
+    """The slope of experiment 8-1's decode step against the bytes it reads, between two measured batches.
+
+    From batch 16 to 64 the step read 34.46 - 19.97 = 14.49 GB more but took only 29.63 - 27.44 = 2.19 ms
+    longer: about 6.6 TB/s at the margin (``.bandwidth``), above the RTX PRO 6000's 1792 GB/s peak, against
+    the whole-step average ``decode_bandwidth_measured`` (1.16 TB/s at batch 64). Both batches must be rows of
+    the sweep (1, 4, 16, 64) and ``to_batch`` the larger.
+    """
+    sweep = published("batch_sweep_8_1").set_index("batch")
+    rows = f"a batch of experiment 8-1 ({', '.join(map(str, sweep.index))})"
+    lo = member("from_batch", positive_int("from_batch", from_batch), sweep.index, rows)
+    hi = member("to_batch", positive_int("to_batch", to_batch), sweep.index, rows)
+    if hi <= lo:
+        raise ValueError(f"to_batch must be larger than from_batch ({lo}), got {hi!r}")
+    low, high = sweep.loc[lo], sweep.loc[hi]
+    extra_bytes = float((high["step_read_gb"] - low["step_read_gb"]) * GB)
+    extra_s = float(high["decode_step_s"] - low["decode_step_s"])
+    if extra_bytes <= 0 or extra_s <= 0:  # pragma: no cover - the published sweep grows with the batch
+        raise ArithmeticError("experiment 8-1's step must read more and take longer at the larger batch")
+    return MarginalRead(lo, hi, extra_bytes, extra_s)
 
 
 def read_saving(delta_bytes: float, bandwidth: float, conversion_s: float = 0.0) -> float:
@@ -110,7 +148,7 @@ def itl_crossover(a: LinearITL, b: LinearITL) -> float:
 
 
 def itl_crossover_symbolic() -> tuple[sp.Eq, sp.Expr]:
-    """(tau_0 + tau_1 L for BF16 = the same for FP8, L* solved by sympy)."""
+    """(tau_0 + tau_1 L for BF16 = the same for FP8, the crossover L_x solved by sympy; L* is 8.2.1's)."""
     names = r"L \tau_{0\mathrm{B}} \tau_{1\mathrm{B}} \tau_{0\mathrm{F}} \tau_{1\mathrm{F}}"
     L, a1, b1, a2, b2 = sp.symbols(names, positive=True)
     eq = sp.Eq(a1 + b1 * L, a2 + b2 * L)

@@ -9,23 +9,26 @@ and converting costs a fixed T_conv per step. So
 These are two straight lines in L, like the fitted ITL lines of ``kv.itl_crossover``: the compressed format
 starts T_conv behind and gains k (1 - rho) / beta_eff per token of context. The same reading turned round
 gives what a fitted line implies: a BF16 slope tau_1 = k / beta_eff is a bandwidth k / tau_1, and a format
-that only read fewer bytes would have the slope rho tau_1.
+that only read fewer bytes would have the slope rho tau_1. And since no read runs faster than a card's peak
+beta, reading a token's KV takes at least k / beta: the share k / (beta tau_1) of the slope is a floor under the
+part of it that reading takes (if the reads are not hidden behind other work).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import sympy as sp
 
-from .._validate import items, non_negative, non_negative_int, positive
+from .._validate import instance, items, non_negative, non_negative_int, positive
 from ..models import ModelSpec
 from ..symbolic import solve_linear
 from .formats import block_format
 from .kv import LinearITL, kv_bytes_in_format, read_saving
 
 __all__ = ["crossover_context_symbolic", "crossover_context", "net_saving", "first_paying_context",
-           "last_paying_conversion", "implied_bandwidth", "bytes_only_slope"]
+           "last_paying_conversion", "implied_bandwidth", "bytes_only_slope", "read_floor_share"]
 
 
 def crossover_context_symbolic() -> tuple[sp.Eq, sp.Expr]:
@@ -81,3 +84,21 @@ def implied_bandwidth(kv_bytes_per_token: float, line: LinearITL) -> float:
 def bytes_only_slope(line: LinearITL, ratio: float) -> float:
     """The slope (s per context token) ``line`` would have if a format only read ``ratio`` of its bytes."""
     return positive("ratio", ratio) * line.per_token_s
+
+
+def read_floor_share(kv_bytes_per_token: float, line: LinearITL, bandwidth: float) -> float:
+    """The least share of ``line``'s slope that reading the KV takes: k / ``bandwidth`` / tau_1 (a fraction).
+
+    Reading ``kv_bytes_per_token`` at no more than ``bandwidth`` B/s (a card's peak) takes at least
+    k / bandwidth per token of context: a floor under the reading part of the slope tau_1, if the reads are
+    not hidden behind other work. For Llama-3.1-8B (131,072 B per token) on an H100 (3.35 TB/s) under the
+    chapter's BF16 fit that is 39.1 ns of 43.7 ns, 0.895; it equals ``implied_bandwidth(k, line) / bandwidth``.
+    Above 1 the slope is shorter than the read alone could be.
+    """
+    instance("line", line, LinearITL)
+    share = positive("kv_bytes_per_token", kv_bytes_per_token) / positive("bandwidth", bandwidth) \
+        / positive("line.per_token_s", line.per_token_s)
+    if not math.isfinite(share):
+        raise ValueError("bandwidth and line.per_token_s must be large enough, and kv_bytes_per_token small enough, "
+                         "for a finite share (it overflows a float)")
+    return share

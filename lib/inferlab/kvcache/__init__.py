@@ -18,6 +18,7 @@ from .radix import (LRU, Match, RadixCache, RadixNode, ValuePerByte, eviction_sw
 from .value import (ContextUpdate, PrefixCost, best_use_of_space, break_even_hit_probability, context_update_options,
                     expected_saving, generation_time, keep_ratio_threshold, prefix_cost, recompute_to_fetch_ratio,
                     slowest_paying_link)
+from .value import SessionGap, session_gaps
 
 __all__ = [
     "MAX_BLOCKS", "BlockManager", "OutOfBlocks", "PoolState", "SeqState", "ReservationRun", "admit_and_decode",
@@ -25,4 +26,5 @@ __all__ = [
     "ValuePerByte", "eviction_sweep", "replay", "smallest_pool", "standard_policies", "ContextUpdate", "PrefixCost",
     "best_use_of_space", "break_even_hit_probability", "context_update_options", "expected_saving", "generation_time",
     "keep_ratio_threshold", "prefix_cost", "recompute_to_fetch_ratio", "slowest_paying_link",
+    "SessionGap", "session_gaps",
 ]

@@ -4,6 +4,8 @@ T_rec: time to recompute the prefix (model FLOP at the prefill efficiency, ``cal
 T_fetch: time to fetch its KV back and have it ready (the host link, ``Accelerator.transfer_time``);
 T_maint: time spent maintaining it (the chapter takes one write-back over the same link);
 p_h: probability that the prefix is used again before it would be evicted.
+
+``session_gaps`` measures the "before it would be evicted": the KV that competes with a session between its turns.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ..calibration import PREFILL_MFU_BATCH1, measured_decode_step, prefill_time
 from ..hardware import Accelerator
 from ..models import ModelSpec
 from ..roofline import efficiency, step_read_bytes
+from ..workloads import TraceRequest
 
 
 def expected_saving(p_hit: float, recompute_s: float, fetch_s: float, maintain_s: float) -> float:
@@ -227,3 +230,48 @@ def generation_time(update: ContextUpdate, model: ModelSpec) -> float:
     d_w, k = model.matrix_weight_bytes(), model.kv_bytes_per_token()
     return sum(measured_decode_step(step_read_bytes(1, update.read_cached_tokens + j, d_w, k))
                for j in range(1, update.generated_tokens))
+
+
+@dataclass(frozen=True)
+class SessionGap:
+    """One gap between two turns of a session, in bytes of KV: what competes with the session for the pool.
+
+    ``competing_bytes``: the input and output KV of the requests that run in the gap (while the tool runs);
+    ``session_bytes``: the input and output KV of the session turn that opened the gap.
+    """
+
+    competing_bytes: float
+    session_bytes: float
+
+    def __post_init__(self) -> None:
+        non_negative("competing_bytes", self.competing_bytes)
+        non_negative("session_bytes", self.session_bytes)
+
+    @property
+    def need_bytes(self) -> float:
+        """Pool bytes an LRU cache needs to hold the session through this gap: the competing KV and the session's."""
+        return finite_result(self.competing_bytes + self.session_bytes, "competing_bytes", "session_bytes")
+
+
+def session_gaps(requests: Sequence[TraceRequest], bytes_per_token: float) -> list[SessionGap]:
+    """The gaps between consecutive session turns of ``requests`` (a trace such as ``workloads.agent_workload``).
+
+    For each pair of consecutive session turns, the KV of the requests between them (competing traffic) and the KV
+    of the earlier turn, each counted as input plus output tokens times ``bytes_per_token``. Requests before the
+    first session turn or after the last lie in no gap. Under LRU every competing request of a gap is newer than
+    the session's last turn, so the session survives the gap only if the pool holds ``need_bytes``.
+    ValueError if the trace holds fewer than two session turns (no gap).
+    """
+    trace = items("requests", requests)
+    for r in trace:
+        instance("requests", r, TraceRequest, "a list of TraceRequest")
+    positive("bytes_per_token", bytes_per_token)
+    turns = [i for i, r in enumerate(trace) if r.session]
+    if len(turns) < 2:
+        raise ValueError(f"requests must hold at least two session turns (a gap lies between two), got {len(turns)}")
+
+    def kv_bytes(reqs: list[TraceRequest]) -> float:
+        tokens = sum(len(r.input_ids) + len(r.output_ids) for r in reqs)
+        return finite_result(tokens * bytes_per_token, "bytes_per_token")
+
+    return [SessionGap(kv_bytes(trace[i + 1:j]), kv_bytes([trace[i]])) for i, j in zip(turns, turns[1:])]

@@ -1,5 +1,7 @@
 """Chunked prefill arithmetic: causal pairs of a chunk, FLOP growth with history, weight re-reads, chunk size from a gap limit.
 
+``piece_size_sweep`` runs section 8.2.2's example once per piece size: the trade-off table of section 8.2.3.
+
 A chunk of c new tokens after h cached tokens has c*h + c(c+1)/2 causal query-key pairs: a
 c x h rectangle (new tokens against the history) and a triangle (inside the chunk). With c
 fixed the triangle stays and the rectangle widens as h grows (Chapter 8, section 8.2.3).
@@ -8,16 +10,22 @@ fixed the triangle stays and the rectangle widens as h grows (Chapter 8, section
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._validate import non_negative, non_negative_int, positive, positive_int
+from .._validate import items, non_negative, non_negative_int, positive, positive_int
 from ..models import ModelSpec, causal_pairs
-from .iteration import CostFn, Work
-from .simulator import Request
+from ..units import ms
+from .iteration import FITTED_COST, CostFn, Work
+from .simulator import EXAMPLE_MAX_RUNNING, Request, example_requests, run_example
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["causal_pairs", "pair_grid", "chunks", "chunk_flops", "flop_growth", "weight_reads",
-           "chunked_prefill_time", "max_chunk_tokens"]
+           "chunked_prefill_time", "max_chunk_tokens", "PIECE_SIZES", "piece_size_sweep"]
 
 #: Cell values of ``pair_grid``.
 FUTURE, HISTORY, IN_CHUNK = 0, 1, 2
@@ -95,3 +103,37 @@ def max_chunk_tokens(cost: CostFn, iteration_limit_s: float, cached_tokens: int,
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     return lo
+
+
+#: The piece sizes of section 8.2.3's trade-off table: 256 tokens up to the whole 8K prompt.
+PIECE_SIZES = (256, 512, 1024, 2048, 4096, 8192)
+
+
+def piece_size_sweep(chunk_sizes: Iterable[int] = PIECE_SIZES, cost: CostFn = FITTED_COST) -> "pd.DataFrame":
+    """Section 8.2.2's example with every prompt cut into pieces of each size: what a smaller piece buys and costs.
+
+    One row per piece size ``c`` (index "piece c", in the order given), each from a chunked run of the example
+    (``run_example``) under ``cost``. Its token budget is one piece plus one decode per running request
+    (``c + EXAMPLE_MAX_RUNNING``): a whole piece always fits beside the running decodes, though a second
+    prompt's piece does not (pieces are kept whole: ``run_example``'s default).
+
+    Columns: "budget" (tokens per iteration); "8K alone (ms)", the example's longest prompt (8192 tokens)
+    prefilled by itself in pieces of ``c`` (``chunked_prefill_time``); "all done (ms)", the run's makespan;
+    "longest gap (ms)", its longest gap between two tokens of one request.
+    """
+    import pandas as pd
+
+    sizes = [positive_int("chunk_sizes", c) for c in items("chunk_sizes", chunk_sizes)]
+    if not sizes:
+        raise ValueError("chunk_sizes must name at least one piece size")
+    if len(set(sizes)) != len(sizes):
+        raise ValueError(f"chunk_sizes must not repeat a size, got {sizes!r:.80}")
+    longest = max(r.prompt_tokens for r in example_requests())
+    rows = []
+    for chunk in sizes:
+        budget = chunk + EXAMPLE_MAX_RUNNING
+        run = run_example("chunked", cost, token_budget=budget, chunk_tokens=chunk)
+        rows.append({"piece c": chunk, "budget": budget,
+                     "8K alone (ms)": chunked_prefill_time(cost, longest, chunk) / ms,
+                     "all done (ms)": run.makespan_s / ms, "longest gap (ms)": run.max_itl_s / ms})
+    return pd.DataFrame(rows).set_index("piece c")

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._validate import (MAX_COUNT, finite_result, flag, instance, items, mapping, non_negative, non_negative_int,
-                         one_of, positive, positive_int)
+from .._validate import (MAX_COUNT, finite_result, flag, instance, items, mapping, member, non_negative,
+                         non_negative_int, one_of, positive, positive_int)
 from ..timeline import RequestTimes, itls_by_request, summarize
 from .admission import Admission, KVBlockLimit, NoLimit
 from .events import run_events
@@ -53,6 +53,7 @@ __all__ = [
     "Served", "Schedule", "simulate", "example_requests", "EXAMPLE_MAX_RUNNING", "EXAMPLE_TOKEN_BUDGET",
     "EXAMPLE_CHUNK_TOKENS", "run_example", "replay_requests", "budget_sweep", "budget_within_gap",
     "quickest_admission_budget", "batch_requests", "REPLAY_PROMPT_TOKENS", "REPLAY_OUTPUT_TOKENS", "REPLAY_INTERVAL_S",
+    "replay_batch_sweep", "SWEEP_TOKEN_BUDGET", "SWEEP_CHUNK_TOKENS",
 ]
 
 
@@ -292,7 +293,7 @@ def example_requests() -> tuple[Request, ...]:
 def run_example(policy: str, cost: CostFn = FITTED_COST, max_running: int = EXAMPLE_MAX_RUNNING,
                 token_budget: int = EXAMPLE_TOKEN_BUDGET, chunk_tokens: int = EXAMPLE_CHUNK_TOKENS,
                 whole_chunks: bool = True) -> Schedule:
-    """Section 8.2.2's example under ``policy``, with the chapter's limits (and whole-chunk rule) unless overridden.
+    """Section 8.2.2's example under ``policy``, with the chapter's limits and whole pieces (our choice) unless overridden.
 
     ``token_budget`` and ``chunk_tokens`` apply to 'chunked' only (they are checked whatever the policy).
     """
@@ -390,3 +391,52 @@ def batch_requests(n: int, prompt_tokens: int, output_tokens: int, arrival_s: fl
     """``n`` alike requests submitted together (as in experiment 8-1's batch sweep)."""
     n = positive_int("n", n, at_most=MAX_COUNT)
     return tuple(Request(f"q{i}", arrival_s, prompt_tokens, output_tokens) for i in range(n))
+
+
+#: Experiment 8-1's engine limits as our simulator replays them: 4096 tokens per iteration, prompt pieces of 2048.
+SWEEP_TOKEN_BUDGET = 4096
+SWEEP_CHUNK_TOKENS = 2048
+
+
+def replay_batch_sweep(batches: Iterable[int] = (1, 64), cost: CostFn = FITTED_COST,
+                       whole_chunks: bool = True) -> "pd.DataFrame":
+    """Experiment 8-1's measured batches beside our simulator's replay of them, per batch (seconds, tokens/s).
+
+    Each batch of ``batches`` (those the experiment measured end to end: 1 and 64) is replayed as
+    that many alike requests submitted together (the running example's short requests: 2048 prompt
+    tokens, 256 output tokens) under the 'chunked' policy with as many slots as requests,
+    ``SWEEP_TOKEN_BUDGET`` tokens per iteration and prompt pieces of ``SWEEP_CHUNK_TOKENS``
+    (``whole_chunks=False`` cuts a piece to the budget left, as vLLM does), each iteration priced
+    by ``cost`` (default: the cost fitted to batch-1 iterations). Rows are indexed by
+    (batch, source), source 'measured' (the published medians of three runs) or 'simulated';
+    columns as in the published sweep: ``throughput_tok_s``, ``ttft_s`` (the median over the
+    batch's requests) and ``mean_itl_s``.
+    """
+    import pandas as pd
+
+    from .. import example
+    from ..datasets import published
+
+    sweep = published("batch_sweep_8_1").set_index("batch")
+    columns = ["throughput_tok_s", "ttft_s", "mean_itl_s"]
+    measured_ends = sweep.dropna(subset=columns)
+    measured_batches = [int(b) for b in measured_ends.index]
+    what = f"a batch experiment 8-1 measured end to end ({', '.join(map(str, measured_batches))})"
+    chosen = [member("batches", positive_int("batches", b), measured_batches, what) for b in items("batches", batches)]
+    if not chosen:
+        raise ValueError("batches must name at least one batch")
+    if len(set(chosen)) != len(chosen):
+        raise ValueError(f"batches must not repeat a batch, got {chosen!r:.80}")
+    flag("whole_chunks", whole_chunks)
+    rows = {}
+    for n in sorted(chosen):
+        s = simulate(batch_requests(n, example.SHORT.prompt_tokens, example.SHORT.output_tokens), "chunked", cost,
+                     max_running=n, token_budget=SWEEP_TOKEN_BUDGET, chunk_tokens=SWEEP_CHUNK_TOKENS,
+                     whole_chunks=whole_chunks)
+        summary = s.summary()
+        rows[(n, "measured")] = {c: float(measured_ends.loc[n, c]) for c in columns}
+        rows[(n, "simulated")] = {"throughput_tok_s": summary["throughput_tok_s"],
+                                  "ttft_s": float(s.table().ttft_s.median()), "mean_itl_s": summary["mean_itl_s"]}
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index = pd.MultiIndex.from_tuples(out.index, names=["batch", "source"])
+    return out

@@ -12,11 +12,13 @@ from .configs import (CHAPTER_CONFIGS, CHAPTER_WORKLOAD, KV_FORMAT_RATIO, MEASUR
                       ServingConfig, Workload, evaluate, evaluate_configs, feasible, prefix_fetch_time, round_breakdown,
                       tokens_per_round_needed)
 from .load import SERVING_POLICIES, EngineSetup, ServingPolicy, poisson_requests, serve, trace_requests
-from .metrics import (amdahl_derivation, amdahl_speedup, completion_and_goodput, in_system_curve, little_n,
-                      mean_in_system, observation_window, summarize_served, task_time, time_average_in_system)
+from .metrics import (CHAPTER_POLICY_NAMES, amdahl_derivation, amdahl_speedup, beside_published, clock_comparison,
+                      completion_and_goodput, in_system_curve, little_n, mean_in_system, observation_window,
+                      request_outcomes, summarize_served, task_time, time_average_in_system, window_counts,
+                      window_medians)
 from .rates import decode_rate, efficiency_table, gpu_seconds, prefill_rate, shared_batch_rates
 from .sweep import (ANSWER_TOKENS, TASK_PROMPT_TOKENS, WRONG_TASK, goodput_at, goodput_sweep, goodput_windows, load_table,
-                    retrieval_window)
+                    retrieval_window, served_windows, stream_length_table)
 from .traces import AZURE_CONV, azure_conv, dispersion, mean_rate, poisson_twin, trace_comparison, trace_window
 
 __all__ = [
@@ -26,8 +28,9 @@ __all__ = [
     "SERVING_POLICIES", "EngineSetup", "ServingPolicy", "poisson_requests", "serve", "trace_requests",
     "amdahl_derivation", "amdahl_speedup", "completion_and_goodput", "in_system_curve", "little_n", "mean_in_system",
     "observation_window", "summarize_served", "task_time", "time_average_in_system",
+    "CHAPTER_POLICY_NAMES", "beside_published", "clock_comparison", "request_outcomes", "window_counts", "window_medians",
     "decode_rate", "efficiency_table", "gpu_seconds", "prefill_rate", "shared_batch_rates",
     "ANSWER_TOKENS", "TASK_PROMPT_TOKENS", "WRONG_TASK", "goodput_at", "goodput_sweep", "goodput_windows", "load_table",
-    "retrieval_window",
+    "retrieval_window", "served_windows", "stream_length_table",
     "AZURE_CONV", "azure_conv", "dispersion", "mean_rate", "poisson_twin", "trace_comparison", "trace_window",
 ]

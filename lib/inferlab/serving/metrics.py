@@ -2,22 +2,29 @@
 
 Goodput counts only answers that are correct (Q_i = 1) and on time (D_i = 1):
 ``R_good = sum_i Q_i D_i / T_obs``; completion throughput counts every completed answer. Little's
-law ``n = lambda * T`` links arrivals, time in system and the requests the server must hold.
+law ``n = lambda * T`` links arrivals, time in system and the requests the server must hold. Windows of served
+requests are counted one by one (``window_counts``; ``sweep.served_windows`` rebuilds the windows behind
+``sweep.goodput_at``'s medians), their medians set beside the chapter's printed ones (``window_medians``,
+``beside_published``), and a request's time read on the engine's clock and on the user's (``clock_comparison``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from .. import example
-from .._validate import finite, finite_result, instance, mapping, non_negative, positive
+from .._validate import (MAX_COUNT, finite, finite_result, fraction, instance, items, mapping, non_negative, one_of,
+                         positive, positive_int)
 from ..hardware import Accelerator
 
 __all__ = ["little_n", "time_average_in_system", "in_system_curve", "observation_window", "mean_in_system", "completion_and_goodput", "summarize_served",
-           "amdahl_speedup", "amdahl_derivation", "task_time"]
+           "request_outcomes", "amdahl_speedup", "amdahl_derivation", "task_time",
+           "window_counts", "window_medians", "beside_published", "clock_comparison",
+           "CHAPTER_POLICY_NAMES"]
 
 _REQUIRED = ("arrival_s", "status", "finish_s", "ttft_s", "latency_s", "max_itl_s", "good", "correct", "on_time")
 
@@ -116,6 +123,20 @@ def summarize_served(records: pd.DataFrame, accelerator: Accelerator = example.A
     return out
 
 
+def request_outcomes(records: pd.DataFrame) -> pd.DataFrame:
+    """What became of each request: its status and, for a finished one, its time in the system and whether it met
+    the deadline.
+
+    One row per request, in the order of ``records``: status (done / cancelled / rejected / redirected), latency_s
+    and on_time. A request that did not finish (turned away, or cancelled) has no time in the system and no verdict
+    on the deadline: latency_s is NaN and on_time None there (on_time holds True, False and None).
+    """
+    r = _check(records)
+    done = r["status"] == "done"
+    return pd.DataFrame({"status": r["status"], "latency_s": r["latency_s"].astype(float).where(done),
+                         "on_time": r["on_time"].astype(bool).astype(object).where(done, None)})
+
+
 def amdahl_speedup(fraction_accelerated: float, stage_speedup: float) -> float:
     """Amdahl's law: whole-task speed-up 1 / ((1 - f) + f / s) when a share f of the time runs s times faster."""
     f = non_negative("fraction_accelerated", fraction_accelerated)
@@ -156,3 +177,96 @@ def in_system_curve(records: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     steps = np.concatenate([np.ones(len(finishes)), -np.ones(len(finishes))])
     order = np.lexsort((steps, events))  # at equal instants, departures (-1) before arrivals
     return events[order], np.cumsum(steps[order])
+
+
+#: What ``window_counts`` reports of each window: counts of requests, then seconds, then rates per second.
+_WINDOW_COUNTS = ("requests", "completed", "correct", "on_time", "good", "t_obs_s", "completion_rps", "goodput_rps")
+#: The chapter's name for each of our serving policies where they differ (its "continuous" engine also chunks
+#: prefills, which our scheduler calls ``chunked``).
+CHAPTER_POLICY_NAMES: dict[str, str] = {"chunked": "continuous"}
+
+
+def window_counts(windows: Mapping[str, pd.DataFrame] | Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """One row per window of served requests (each a ``serve`` result): how many requests it held, completed,
+    answered correctly, finished on time and both (ints), its observation time t_obs_s, and its completion
+    throughput and goodput over that time (``summarize_served``; infinite when the window lasts no time).
+
+    Rows are named by the mapping's keys, or numbered 1, 2, ... when ``windows`` is a sequence.
+    """
+    named = (list(mapping("windows", windows).items()) if isinstance(windows, Mapping)
+             else list(enumerate(items("windows", windows), start=1)))
+    if not named:
+        raise ValueError("windows must hold at least one window of served requests")
+    rows = {}
+    for key, records in named:
+        try:
+            s = summarize_served(records)
+        except ValueError as err:
+            raise ValueError(f"windows[{key!r}]: {err}") from None
+        rows[key] = {k: s[k] for k in _WINDOW_COUNTS}
+    out = pd.DataFrame.from_dict(rows, orient="index")[list(_WINDOW_COUNTS)]
+    counts = list(_WINDOW_COUNTS[:5])
+    out[counts] = out[counts].astype(int)
+    return out.rename_axis("window")
+
+
+_WINDOW_LEVELS = ("arrival_rate_per_s", "policy")
+
+
+def window_medians(windows: pd.DataFrame) -> pd.DataFrame:
+    """Median of every column per (arrival_rate_per_s, policy) over the windows of ``serving.goodput_windows``:
+    the bars of Figures 8-33 and 8-34 beside its per-window dots.
+
+    Rows keep the order in which rates and policies first appear; ``gpu_s_per_good`` stays infinite where most
+    windows of a condition returned no good answer, and the ``window`` column (if any) is dropped.
+    """
+    frame = instance("windows", windows, pd.DataFrame, "a DataFrame from serving.goodput_windows")
+    if any(level not in (frame.index.names or ()) for level in _WINDOW_LEVELS) or frame.empty:
+        raise ValueError(f"windows must be a non-empty DataFrame indexed by {list(_WINDOW_LEVELS)} "
+                         f"(serving.goodput_windows), got index levels {list(frame.index.names)}")
+    values = frame.drop(columns="window", errors="ignore")
+    if not all(pd.api.types.is_numeric_dtype(t) and not pd.api.types.is_bool_dtype(t) for t in values.dtypes):
+        raise ValueError("windows must hold only numeric columns (serving.goodput_windows)")
+    return values.groupby(level=list(_WINDOW_LEVELS), sort=False).median()
+
+
+def beside_published(medians: pd.DataFrame, published: pd.DataFrame,
+                     columns: Sequence[str] = ("completion_rps", "goodput_rps")) -> pd.DataFrame:
+    """Our medians (``window_medians``) with the chapter's printed values beside them, row by row.
+
+    ``published`` is indexed by (arrival_rate_per_s, policy) with the chapter's policy names (its
+    ``goodput_8_6_2`` table); ours are renamed to them (``CHAPTER_POLICY_NAMES``). For each name in ``columns``
+    the result holds ours and ``<name>_chapter``, with NaN where the chapter printed no value for that row.
+    """
+    ours = instance("medians", medians, pd.DataFrame, "a DataFrame from serving.window_medians")
+    theirs = instance("published", published, pd.DataFrame, "a DataFrame indexed by (arrival_rate_per_s, policy)")
+    names = [instance("columns", c, str, "a sequence of column names") for c in items("columns", columns)]
+    if not names:
+        raise ValueError("columns must name at least one column")
+    for param, frame in (("medians", ours), ("published", theirs)):
+        if list(frame.index.names) != list(_WINDOW_LEVELS) or any(c not in frame.columns for c in names):
+            raise ValueError(f"{param} must be indexed by {list(_WINDOW_LEVELS)} and hold the columns {names}, "
+                             f"got index {list(frame.index.names)} and columns {list(frame.columns)[:8]}")
+    if not theirs.index.is_unique:
+        raise ValueError("published must have one row per (arrival_rate_per_s, policy)")
+    mine = ours[names].rename(index=CHAPTER_POLICY_NAMES, level="policy")
+    return mine.join(theirs[names].rename(columns=lambda c: f"{c}_chapter"))
+
+
+def clock_comparison(records: pd.DataFrame, deadline_s: float = 3.0) -> pd.DataFrame:
+    """A window's completed requests timed on two clocks: the engine's, started when it takes a request in
+    (``start_s``), and the user's, started at the scheduled arrival (``arrival_s``); both stop at the last token.
+
+    Rows ``engine`` and ``user``; columns mean_s (mean time, NaN when no request completed) and within_deadline
+    (how many finished within ``deadline_s`` on that clock). When requests wait outside the engine (admitted one
+    at a time), the engine's clock misses that wait.
+    """
+    r = _check(records)
+    if "start_s" not in r.columns:
+        raise ValueError("records must have a start_s column (serving.serve)")
+    positive("deadline_s", deadline_s)
+    done = r[r["status"] == "done"]
+    spans = {"engine": done["finish_s"] - done["start_s"], "user": done["finish_s"] - done["arrival_s"]}
+    return pd.DataFrame({"mean_s": {k: float(v.mean()) if len(v) else math.nan for k, v in spans.items()},
+                         "within_deadline": {k: int((v <= deadline_s).sum()) for k, v in spans.items()}}
+                        ).rename_axis("clock")

@@ -22,7 +22,7 @@ from .load import SERVING_POLICIES, poisson_requests, serve
 from .metrics import completion_and_goodput, summarize_served
 
 __all__ = ["TASK_PROMPT_TOKENS", "ANSWER_TOKENS", "WRONG_TASK", "retrieval_window", "goodput_windows", "goodput_sweep",
-           "load_table", "goodput_at"]
+           "load_table", "stream_length_table", "goodput_at"]
 
 #: Prompt tokens of the eight tasks: four documents of 128 records, four of 512 (about 20 tokens a record).
 TASK_PROMPT_TOKENS: tuple[int, ...] = (2560,) * 4 + (10_240,) * 4
@@ -114,22 +114,64 @@ def load_table(rates: Iterable[float] = (1, 2, 4, 8, 16), policies: Iterable[str
     for rate in rates:
         reqs = poisson_requests(rate, n_requests, prompt_tokens, output_tokens, seed=seed)
         for policy in policies:
-            s = summarize_served(serve(reqs, policy, deadline_s=deadline_s))
-            rows.append({"arrival_rate_per_s": rate, "policy": policy, "mean_latency_s": s["mean_latency_s"],
-                         "latency_p95_s": s["latency_p95_s"], "mean_in_system": s["mean_in_system"],
-                         "on_time_share": s["on_time"] / s["requests"]})
+            rows.append({"arrival_rate_per_s": rate, "policy": policy, **_load_row(reqs, policy, deadline_s)})
     return pd.DataFrame(rows).set_index(["arrival_rate_per_s", "policy"])
+
+
+def _load_row(requests: list[Request], policy: str, deadline_s: float) -> dict[str, float]:
+    """``load_table``'s columns for one stream served by one policy."""
+    s = summarize_served(serve(requests, policy, deadline_s=deadline_s))
+    return {"mean_latency_s": s["mean_latency_s"], "latency_p95_s": s["latency_p95_s"],
+            "mean_in_system": s["mean_in_system"], "on_time_share": s["on_time"] / s["requests"]}
+
+
+def stream_length_table(rates: Iterable[float] = (4, 16), lengths: Iterable[int] = (40, 80, 160),
+                        policy: str = "chunked", prompt_tokens: int = 2048, output_tokens: int = 64, seed: int = 7,
+                        deadline_s: float = 7.0) -> pd.DataFrame:
+    """``load_table``'s columns for one policy, per arrival rate and stream length (the number of requests).
+
+    Does the time in the system settle or keep growing as the same rate lasts longer? Each stream is
+    ``poisson_requests(rate, length, prompt_tokens, output_tokens, seed=seed)``, so every stream starts from the
+    same ``seed`` (an int). Index: (arrival_rate_per_s, n_requests), rates outer, in the order given.
+    """
+    rates, policy = _rates(rates), one_of("policy", policy, SERVING_POLICIES)
+    lengths = [positive_int("lengths", n, at_most=MAX_COUNT) for n in items("lengths", lengths)]
+    if not lengths:
+        raise ValueError("lengths must name at least one stream length")
+    if isinstance(seed, np.random.Generator):
+        raise ValueError("seed must be an int (every stream starts from it), got a numpy Generator")
+    generator("seed", seed), positive("deadline_s", deadline_s)
+    rows = []
+    for rate in rates:
+        for n in lengths:
+            reqs = poisson_requests(rate, n, prompt_tokens, output_tokens, seed=seed)
+            rows.append({"arrival_rate_per_s": rate, "n_requests": n, **_load_row(reqs, policy, deadline_s)})
+    return pd.DataFrame(rows).set_index(["arrival_rate_per_s", "n_requests"])
 
 
 def goodput_at(rate_per_s: float, deadline_s: float = 3.0, accuracy: float = 7 / 8, windows: int = 3,
                policies: Iterable[str] = ("one-at-a-time", "chunked")) -> pd.DataFrame:
-    """Median completion throughput and goodput per policy at one rate, with answers correct at ``accuracy``."""
-    positive("rate_per_s", rate_per_s), positive("deadline_s", deadline_s), fraction("accuracy", accuracy)
+    """Median completion throughput and goodput per policy at one rate, with answers correct at ``accuracy``
+    (over the windows of ``served_windows``)."""
     policies = _policies(policies)
-    positive_int("windows", windows, at_most=MAX_COUNT)
     rows = {}
     for policy in policies:
-        per = [completion_and_goodput(serve(retrieval_window(rate_per_s, seed=w)[0], policy, deadline_s=deadline_s,
-                                            correct=accuracy, seed=w)) for w in range(windows)]
+        per = [completion_and_goodput(w) for w in served_windows(rate_per_s, policy, deadline_s, accuracy, windows)]
         rows[policy] = pd.Series(np.median(per, axis=0), index=["completion_rps", "goodput_rps"])
     return pd.DataFrame(rows).T.rename_axis("policy")
+
+
+def served_windows(rate_per_s: float, policy: str, deadline_s: float = 3.0, accuracy: float = 7 / 8,
+                   windows: int = 3) -> list[pd.DataFrame]:
+    """The windows ``goodput_at`` takes its medians over, request by request (each a ``serve`` result).
+
+    Window w (0, 1, ...) is ``retrieval_window(rate_per_s, seed=w)`` served by ``policy`` with ``deadline_s``, each
+    answer drawn correct with probability ``accuracy`` (seed w): the explorer of section 8.6.2 shows the medians of
+    these windows, so ``window_counts`` of them says what its bars are made of.
+    """
+    positive("rate_per_s", rate_per_s), one_of("policy", policy, SERVING_POLICIES)
+    positive("deadline_s", deadline_s), fraction("accuracy", accuracy)
+    positive_int("windows", windows, at_most=MAX_COUNT)
+    return [serve(retrieval_window(rate_per_s, seed=w)[0], policy, deadline_s=deadline_s, correct=accuracy, seed=w)
+            for w in range(windows)]
+

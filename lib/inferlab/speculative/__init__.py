@@ -10,9 +10,9 @@
 - ``goodness_of_fit``: the chi-square test that shows the sampled tokens follow the target.
 """
 
-from .cost import expected_tokens, tokens_distribution
+from .cost import DraftLengthChoice, best_draft_length, expected_tokens, tokens_distribution
 from .decoder import DecodeResult, speculative_decode
-from .policy import simulate_speculative, speculative_plan
+from .policy import simulate_speculative, speculative_batch_sweep, speculative_plan
 from .sources import DRAFT_SOURCES, SourceRound, source_round, tie_forward_overhead
 from .verify import (Verdict, acceptance_probability, acceptance_rate, emission_distribution, greedy_verify, residual,
                      sample_position, two_symbol_paths, verify_sample)
@@ -21,5 +21,5 @@ __all__ = [
     "expected_tokens", "tokens_distribution", "DecodeResult", "speculative_decode", "simulate_speculative",
     "speculative_plan", "DRAFT_SOURCES", "SourceRound", "source_round", "tie_forward_overhead", "Verdict", "acceptance_probability",
     "acceptance_rate", "emission_distribution", "greedy_verify", "residual", "sample_position", "two_symbol_paths",
-    "verify_sample",
+    "verify_sample", "DraftLengthChoice", "best_draft_length", "speculative_batch_sweep",
 ]

@@ -11,11 +11,12 @@ token: dT/dN < T/N. All times in seconds.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from .._validate import finite_result, non_negative, non_negative_int, positive, positive_int, real_array
+from .._validate import finite_result, function, non_negative, non_negative_int, positive, positive_int, real_array
 from ..hardware import Accelerator
 from ..models import ModelSpec
 from ..roofline import step_time
@@ -26,7 +27,7 @@ __all__ = ["expected_tokens", "tokens_distribution", "time_per_token", "mean_of_
            "request_time", "effective_bandwidth", "draft_forward_s", "drafting_s", "marginal_tokens",
            "worth_extending", "linear_round_s", "draft_length_table", "verify_rows", "VERIFY_BUCKETS",
            "extra_verify_flops", "verify_step_s", "batch_speedup", "geometric_profile", "round_time_s",
-           "batch_padded_rows", "padded_round_time_s"]
+           "batch_padded_rows", "padded_round_time_s", "DraftLengthChoice", "best_draft_length"]
 
 #: Captured verification shapes of section 8.5.4: 4 or 5 verified tokens run as 8 rows, 9 as 16.
 VERIFY_BUCKETS: tuple[int, ...] = (8, 16, 32, 64)
@@ -173,6 +174,61 @@ def draft_length_table(accept_probs: Sequence[float], round_s: Callable[[int], f
                      "dT/dN (s)": d_t / d_n if d_n > 0 else np.inf,
                      "extend from m-1": worth_extending(t_prev, n_prev, d_t, d_n) if d_n > 0 else False})
     return pd.DataFrame(rows).set_index("m")
+
+
+@dataclass(frozen=True)
+class DraftLengthChoice:
+    """The draft length with the least time per output token (``best_draft_length``); times in seconds.
+
+    ``length``: the best m; ``tokens_per_round``: its E[N_m]; ``s_per_token``: its round time over E[N_m];
+    ``plain_s_per_token``: one plain decode step (a round of no drafts, which emits one token).
+    """
+
+    length: int
+    tokens_per_round: float
+    s_per_token: float
+    plain_s_per_token: float
+
+    def __post_init__(self) -> None:
+        positive_int("length", self.length)
+        if positive("tokens_per_round", self.tokens_per_round) < 1:
+            raise ValueError(f"tokens_per_round must be at least 1 (a round emits one token or more), "
+                             f"got {self.tokens_per_round!r}")
+        positive("s_per_token", self.s_per_token), positive("plain_s_per_token", self.plain_s_per_token)
+
+    @property
+    def speedup(self) -> float:
+        """Plain decode's time per token over the best length's: how many times faster speculation is (> 1: faster)."""
+        return self.plain_s_per_token / self.s_per_token
+
+
+def best_draft_length(accept_probs: Sequence[float] | np.ndarray,
+                      round_s: Callable[[int], float]) -> DraftLengthChoice:
+    """The draft length m in 1 .. len(accept_probs) with the least time per token round_s(m) / E[N_m].
+
+    ``accept_probs`` gives a_1 .. a_M (at least one), ``round_s(m)`` the seconds of a round with m drafts, and
+    ``round_s(0)`` those of a plain decode step; E[N_m] = 1 + sum_{j<=m} prod_{i<=j} a_i. The least time per token
+    is the most tokens per second; on a tie the shorter draft wins. Raises ValueError if ``round_s`` is not
+    callable or returns anything but a finite number > 0.
+    """
+    a = _accept_probs(accept_probs)
+    if a.size == 0:
+        raise ValueError("accept_probs must hold at least one acceptance (a draft length of 1 or more)")
+    function("round_s", round_s)
+
+    def seconds(m: int) -> float:
+        value = round_s(m)
+        try:
+            return positive("round_s", value)
+        except ValueError:
+            raise ValueError(f"round_s must return a finite number of seconds > 0, got {value!r:.80} "
+                             f"for m = {m}") from None
+
+    plain = seconds(0)
+    tokens = 1.0 + np.cumsum(np.cumprod(a))  # E[N_m], m = 1 .. M
+    per_token = np.array([seconds(m) for m in range(1, a.size + 1)]) / tokens
+    best = int(np.argmin(per_token))  # the first minimum: the shortest of equally good lengths
+    return DraftLengthChoice(best + 1, float(tokens[best]), float(per_token[best]), plain)
 
 
 def verify_rows(verified_tokens: int, buckets: Sequence[int] = VERIFY_BUCKETS) -> int:

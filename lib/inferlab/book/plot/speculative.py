@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -383,15 +384,24 @@ LARGEST_CAPTURED = 512
 DRAFT_LENGTH_CONTEXT = 512
 
 
+def draft_length_round(accept: float, decay: float, per_draft_ms: float, group: int, batch: int,
+                       context_tokens: int = DRAFT_LENGTH_CONTEXT, max_drafts: int = 16
+                       ) -> tuple[np.ndarray, Callable[[int], float]]:
+    """The explorer's model: the acceptance profile a_1 .. a_max_drafts and the seconds of a round with m drafts at
+    ``batch`` (m = 0: a plain step). Each step pays the batch-1 overhead ``OVERHEAD_S``; the iteration's
+    batch x (m + 1) rows are padded to captured sizes 1, 2, 4 and multiples of ``group`` up to ``LARGEST_CAPTURED``
+    (larger iterations run unpadded); m serial drafts cost ``per_draft_ms`` each. ``C.best_draft_length`` takes both."""
+    captured = multiples(group, LARGEST_CAPTURED)
+    return C.geometric_profile(accept, max_drafts, decay), partial(
+        C.padded_round_time_s, model=MODEL, accelerator=ACCELERATOR, batch=batch, context_tokens=context_tokens,
+        per_draft_s=per_draft_ms * ms, overhead_s=OVERHEAD_S, mfu=PREFILL_MFU_SHARED_BATCH16, captured=captured)
+
+
 def draft_length_frame(accept: float, decay: float, per_draft_ms: float, group: int, batch: int,
                        context_tokens: int = DRAFT_LENGTH_CONTEXT, max_drafts: int = 16) -> pd.DataFrame:
-    """Time per token against draft length m at ``batch``: each step pays the batch-1 overhead ``OVERHEAD_S``, and the
-    iteration's batch x (m + 1) rows are padded to captured sizes 1, 2, 4 and multiples of ``group`` up to
-    ``LARGEST_CAPTURED`` (larger iterations run unpadded); m serial drafts cost ``per_draft_ms`` each."""
-    a = C.geometric_profile(accept, max_drafts, decay)
-    captured = multiples(group, LARGEST_CAPTURED)
-    times = [C.padded_round_time_s(m, MODEL, ACCELERATOR, batch, context_tokens, per_draft_ms * ms, OVERHEAD_S,
-                                   PREFILL_MFU_SHARED_BATCH16, captured) for m in range(max_drafts + 1)]
+    """Time per token against draft length m at ``batch``, under ``draft_length_round``'s model."""
+    a, round_s = draft_length_round(accept, decay, per_draft_ms, group, batch, context_tokens, max_drafts)
+    times = [round_s(m) for m in range(max_drafts + 1)]
     frame = pd.DataFrame({"m": range(1, max_drafts + 1), "E[N]": 1.0 + np.cumsum(np.cumprod(a)),
                           "round (ms)": np.asarray(times[1:]) / ms}).set_index("m")
     frame["ms per token"] = frame["round (ms)"] / frame["E[N]"]
