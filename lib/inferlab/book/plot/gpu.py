@@ -55,22 +55,22 @@ class CellData:
     rows: pd.DataFrame
     where: str  # a path, a table name, or a short explanation
 
-    def line(self, reason: str = "") -> str:
-        """The one line a cell prints about where its numbers come from."""
-        what = {"measured": "measured just now on", "recorded": "our recorded measurement", "published":
-                "the chapter's published numbers", "prediction": "no measurement recorded; the model's prediction only"}
-        lead = f"{reason}: showing " if reason else ""
-        ours = self.source in ("measured", "recorded")
-        gpu = f" ({self.rows['gpu'].iloc[0]}, {self.rows['date'].iloc[0]})" if ours else ""
-        return f"{lead}{what[self.source]}{gpu} [{self.where}]"
+    def describe(self) -> str:
+        """Where this experiment's numbers come from, as a phrase (``gpu_cell`` makes the sentence)."""
+        if self.source == "prediction":
+            return f"the model's prediction alone (nothing is recorded, and {self.where})"
+        what = {"measured": "a measurement made just now", "recorded": "our recorded measurement",
+                "published": "the chapter's published numbers"}[self.source]
+        gpu = f" ({self.rows['gpu'].iloc[0]}, {self.rows['date'].iloc[0]})" if self.source != "published" else ""
+        return f"{what}{gpu}, from {self.where}"
 
 
 def no_gpu_reason() -> str | None:
     """Why this machine cannot measure ('torch is not installed', 'torch sees no CUDA device'), or None if it can."""
     if not torch_available():
-        return "No GPU cell measurement here: torch is not installed"
+        return "torch is not installed"
     if not cuda_available():
-        return "No GPU here: torch sees no CUDA device"
+        return "torch sees no CUDA device"
     return None
 
 
@@ -87,7 +87,7 @@ def cell_data(experiment: str, measure: bool = False, preset: str = "quick",
     if experiment in PUBLISHED:
         name = PUBLISHED[experiment]
         return CellData(experiment, "published", published(name), f"data/published/{name}.csv")
-    return CellData(experiment, "prediction", pd.DataFrame(), "the chapter prints no measurement of this")
+    return CellData(experiment, "prediction", pd.DataFrame(), "the chapter prints no measurement of it")
 
 
 def gpu_cell(cell: str, view: str | None = None, measure: bool | None = None, preset: str = "quick",
@@ -101,7 +101,8 @@ def gpu_cell(cell: str, view: str | None = None, measure: bool | None = None, pr
     if can and reason is not None:
         raise ValueError(f"measure must be False or None here ({reason})")
     data = [cell_data(e, can, preset, measured_dir) for e in CELLS[cell]]
-    print(" | ".join(d.line("" if can else reason if i == 0 else "") for i, d in enumerate(data)))
+    lead = "This cell shows" if can else f"No GPU here ({reason}), so this cell shows"
+    print(f"{lead} {'; and '.join(d.describe() for d in data)}.")
     if show_table:
         _show(data)
     draw = _DRAW[cell]
