@@ -204,7 +204,13 @@ def picks(ks: Sequence[Knob], extra: Sequence[dict[str, Any]] = (), max_states: 
 
 class _SVGRenderer(RendererSVG):
     """Matplotlib's SVG renderer, remembering text extents across saves: the same labels are measured in every
-    state (layout was half the time of a save, 2x faster with this)."""
+    state (layout was half the time of a save, 2x faster with this). Its mathtext parser is one for all saves too:
+    Matplotlib caches parsed math per parser, and a new renderer's new parser re-parsed every axis label with math
+    in every state (the value explorer: 100 -> 55 ms a state)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._text2path = _TEXT_TO_PATH
 
     def get_text_width_height_descent(self, s: str, prop: Any, ismath: Any) -> tuple[float, float, float]:
         return _text_extent(s, prop, ismath)
