@@ -281,8 +281,8 @@ def weight_reuse_explorer() -> "Explorer":
     return w.explore(
         draw_weight_reuse, update_weight_reuse,
         grid=dict(batch=BATCHES, context_tokens=(512, 2048, 8192, 32768), bandwidth_scale=(0.25, 0.5, 1, 2, 4)),
-        # the "Try it" of 8.2.1: every batch at an 8K context and half the bandwidth
-        extra_states=[dict(batch=b, context_tokens=8192, bandwidth_scale=0.5) for b in BATCHES],
+        # the "Try it" of 8.2.1: every batch at a 32K context and half the bandwidth
+        extra_states=[dict(batch=b, context_tokens=32768, bandwidth_scale=0.5) for b in BATCHES],
         batch=w.int_slider("batch", 1, 256, 16, 1, "requests"),
         context_tokens=w.int_slider("context", 128, 32768, 2048, 128, "tokens"),
         bandwidth_scale=w.float_slider("memory bandwidth", 0.25, 4.0, 1.0, 0.25, "x the card's"),

@@ -78,8 +78,9 @@ def two_symbol_figure(p_first: float = 0.25) -> Figure:
     axes[0].legend(loc="upper left", fontsize=8, bbox_to_anchor=(0.0, 0.98))
     for ax in axes:
         ax.set_ylim(0, 1.15)
-    return caption(fig, "Figures 8-30 and 8-31: target p(A) = 1/4, p(B) = 3/4. Drafting A is accepted 1/4 of the "
-                        "time and otherwise replaced by B; drafting B is accepted 3/4 of the time. Both give p.")
+    return caption(fig, "Figures 8-30 and 8-31: each bar stacks the two ways a symbol comes out, as the kept draft "
+                        "(green) or as the replacement after a refusal (red). For either lookup the stacks reach the "
+                        f"target's marks, p(A) = {p_first:g} and p(B) = {1 - p_first:g}; only the green share differs.")
 
 
 def sampling_histogram_figure(p: np.ndarray, q: np.ndarray, tokens: np.ndarray) -> Figure:
@@ -232,9 +233,11 @@ class _RoundCost(InPlace):
         ax.set_xlabel("draft query time per round (ms)"), ax.set_ylabel("time per output token (ms)")
         ax.set_xlim(0, 70), ax.set_ylim(0, 80)
         few_ticks(ax, x=5, y=4)
-        caption(ax.figure, "Figure 8-32: four drafts per round, verification 26.26 ms; time per token is the round "
-                           "time over E[N]. The curves cross plain decode at 8.7 ms (AAAA) and 53.9 ms (BBBB) of "
-                           "query time; squares mark a 0.1 ms lookup.")
+        (be_a, _, _), (be_b, _, _) = breaks
+        caption(ax.figure, "Figure 8-32: how long a lookup may take. Each line is a four-token lookup's time per "
+                           "output token as its query time grows; it stays under the dotted plain-decode line up to "
+                           f"its circle ({be_a:.1f} ms for AAAA, {be_b:.1f} ms for BBBB). The squares sit at a "
+                           "0.1 ms query.")
         self.keep_on(ax.figure)
 
     def set(self, accept: float, drafts: int, lookup_ms: float, verify_ms: float) -> None:
