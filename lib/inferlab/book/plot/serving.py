@@ -308,11 +308,12 @@ def _configs(kv_budget_gib: float, deadline_s: float, output_tokens: int, tokens
     ok = serving.feasible(table)
     best = f"cheapest feasible: {ok[0]} ({table.loc[ok[0], 'gpu_s_per_good']:.3f} GPU-s per good result)" if ok \
         else "no configuration fits and finishes on time"
-    return table, (f"Figure 8-35: sixteen long requests, {output_tokens} outputs"
+    return table, (f"Figure 8-35: where each way of serving sixteen long requests ({output_tokens} outputs each) lands"
                    + ("" if accelerator == serving.MEASURED_ON else f", estimated for the {card}")
-                   + ": KV and auxiliary buffers (beyond the weights and the common workspace) against the time "
-                     "until the whole batch is done. Shaded: within the KV budget and the deadline; a point right "
-                     f"of the budget does not fit and shows the time it would need; {best}.")
+                   + ". Across, the memory its KV and auxiliary buffers take on top of the weights and the common "
+                     "workspace; up, the seconds until its last answer. The shaded corner is inside both the KV budget "
+                     "(dashed) and the deadline (dotted); a point past the dashed line cannot be admitted and sits at "
+                     f"the time it would need; {best}.")
 
 
 class _AmdahlCurves(InPlace):
