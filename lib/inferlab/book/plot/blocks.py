@@ -353,7 +353,9 @@ def draw_preemption(run: PreemptionRun, num_blocks: int, figure: str = "") -> Fi
     ax.set_ylabel("blocks")
     ax.set_ylim(0, num_blocks * 1.2)
     _integer_ticks(ax, x=True, y=True)
-    ax.set_title(f"{len(run.preemptions)} preemption(s), {run.recomputed_tokens} tokens recomputed", fontsize=10)
+    count = len(run.preemptions)
+    preempted = {0: "no preemptions", 1: "one preemption"}.get(count, f"{count} preemptions")
+    ax.set_title(f"{preempted}, {run.recomputed_tokens} tokens recomputed", fontsize=10)
     return caption(fig, figure) if figure else fig
 
 

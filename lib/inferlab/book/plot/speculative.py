@@ -295,8 +295,9 @@ def draft_sources_figure(stages: pd.DataFrame) -> Figure:
     axes[1].set_yticks(y, [""] * len(y)), axes[1].invert_yaxis(), axes[1].set_xlabel("ms per output token")
     for i, v in enumerate(stages["ms per token"]):
         axes[1].text(v + 0.3, i, f"{v:.1f}", va="center", fontsize=9)
-    return caption(fig, "Draft sources stage by stage (left; prepare and accept are one-off or negligible per round) "
-                        "and per output token (right; dotted: plain decode, 26.26 ms).")
+    return caption(fig, "Draft sources stage by stage (left; preparing the verification and accepting, tiny "
+                        "beside the pass, are drawn at zero) and per output token (right; dotted: plain "
+                        "decode, 26.26 ms).")
 
 
 #: The bytes a batch-1 2K decode step reads (experiment 8-1, as published).
