@@ -42,6 +42,9 @@ PUBLISHED = {  # experiment -> the chapter's table in data/published/
     "decode_step": "batch_sweep_8_1", "prefill_chunks": "chunk_times_8_2_3",
     "kv_formats": "kv_formats_fit_8_4_2", "verify_cost": "verify_cost_8_5_2",
 }
+TOPICS = {  # experiment -> what its numbers time, for a cell that shows several experiments
+    "decode_step": "the decode steps", "prefill_chunks": "the prefill pieces",
+}
 CHAPTER_CARD = ACCELERATORS["rtx-pro-6000"]
 QWEN = MODELS["qwen3-8b"]
 
@@ -63,6 +66,21 @@ class CellData:
                 "published": "the chapter's published numbers"}[self.source]
         gpu = f" ({self.rows['gpu'].iloc[0]}, {self.rows['date'].iloc[0]})" if self.source != "published" else ""
         return f"{what}{gpu}, from {self.where}"
+
+    def source_phrase(self) -> str:
+        """What kind of numbers these are and from which device, without the file ('our recorded measurement (...)')."""
+        return self.describe().rsplit(", from ", 1)[0]
+
+
+def describe_all(data: list[CellData]) -> str:
+    """One phrase for a cell's experiments: one source named once, each experiment's topic with its file."""
+    if len(data) == 1:
+        return data[0].describe()
+    named = [(d, TOPICS.get(d.experiment, d.experiment.replace("_", " "))) for d in data]
+    phrases = {d.source_phrase() for d in data}
+    if len(phrases) == 1 and "prediction" not in {d.source for d in data}:
+        return f"{data[0].source_phrase()} " + " and ".join(f"for {t} ({d.where})" for d, t in named)
+    return "; and ".join(f"for {t}, {d.describe()}" for d, t in named)
 
 
 def no_gpu_reason() -> str | None:
@@ -102,7 +120,7 @@ def gpu_cell(cell: str, view: str | None = None, measure: bool | None = None, pr
         raise ValueError(f"measure must be False or None here ({reason})")
     data = [cell_data(e, can, preset, measured_dir) for e in CELLS[cell]]
     lead = "This cell shows" if can else f"No GPU here ({reason}), so this cell shows"
-    print(f"{lead} {'; and '.join(d.describe() for d in data)}.")
+    print(f"{lead} {describe_all(data)}.")
     if show_table:
         _show(data)
     draw = _DRAW[cell]
