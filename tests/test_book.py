@@ -63,3 +63,22 @@ def test_number_table_prints_whole_numbers_plainly_and_a_dash_for_missing() -> N
     assert out.loc["q4_0", "MiB"] == "–"
     with pytest.raises(ValueError, match="df must be a pandas DataFrame"):
         number_table([1, 2])
+
+
+@pytest.mark.parametrize("column, header", [
+    ("decode_step_s", "decode step (s)"), ("throughput_tok_s", "throughput (tokens/s)"), ("ttft_s", "TTFT (s)"),
+    ("peak_hbm_bandwidth_Bps", "peak HBM bandwidth (B/s)"), ("step_read_gb", "step read (GB)"),
+    ("positions", "positions"), ("decode_mbu", "decode MBU"), ("_s", "s"),
+])
+def test_readable_name_writes_a_header_with_its_unit(column: str, header: str) -> None:
+    from inferlab.book import readable_name
+
+    assert readable_name(column) == header
+
+
+def test_readable_name_refuses_what_is_not_a_name() -> None:
+    from inferlab.book import readable_name
+
+    for bad in ("", None, 3):
+        with pytest.raises(ValueError, match="column"):
+            readable_name(bad)

@@ -8,6 +8,6 @@
 - ``install_cell``: the first cell of every notebook (installs ``inferlab`` on Colab and JupyterLite).
 """
 
-from .prose import GLUE_PREFIX, formatted_table, glue, number_table, plain, source_of
+from .prose import GLUE_PREFIX, formatted_table, glue, number_table, plain, readable_name, source_of
 
-__all__ = ["GLUE_PREFIX", "formatted_table", "glue", "number_table", "plain", "source_of"]
+__all__ = ["GLUE_PREFIX", "formatted_table", "glue", "number_table", "plain", "readable_name", "source_of"]

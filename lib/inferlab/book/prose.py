@@ -11,7 +11,7 @@ import math
 from numbers import Integral, Real
 from typing import Any
 
-__all__ = ["glue", "plain", "source_of", "number_table", "formatted_table"]
+__all__ = ["glue", "plain", "source_of", "number_table", "formatted_table", "readable_name"]
 
 
 def plain(name: str, value: Any) -> int | float | str:
@@ -91,6 +91,24 @@ def number_table(df: Any, rows: dict | None = None) -> Any:
         return f"{x:.0f}" if float(x).is_integer() else f"{x:g}"
 
     return df.rename(index=rows or {}).apply(lambda col: col.map(cell))
+
+
+#: How a column's name ends -> the unit a reader sees in its header (longest first: ``_tok_s`` before ``_s``).
+UNIT_SUFFIXES = {"_tok_s": "tokens/s", "_per_s": "per s", "_bps": "B/s", "_rps": "requests/s", "_bytes": "bytes",
+                 "_gib": "GiB", "_mib": "MiB", "_gb": "GB", "_ms": "ms", "_us": "µs", "_s": "s"}
+#: Words a header writes as the field does (snake_case names lose their capitals).
+ACRONYMS = {"ttft": "TTFT", "itl": "ITL", "mbu": "MBU", "mfu": "MFU", "kv": "KV", "gpu": "GPU", "hbm": "HBM",
+            "bf16": "BF16", "fp8": "FP8", "fp16": "FP16", "sdpa": "SDPA", "cuda": "CUDA"}
+
+
+def readable_name(column: str) -> str:
+    """A snake_case column name as a table's header: ``decode_step_s`` -> "decode step (s)",
+    ``throughput_tok_s`` -> "throughput (tokens/s)", ``ttft_s`` -> "TTFT (s)"; other names with spaces for "_"."""
+    if not isinstance(column, str) or not column:
+        raise ValueError(f"column must be a non-empty str, got {column!r}")
+    end = next((e for e in UNIT_SUFFIXES if column.lower().endswith(e) and len(column) > len(e)), "")
+    words = " ".join(ACRONYMS.get(w.lower(), w) for w in column[:len(column) - len(end)].split("_") if w)
+    return f"{words} ({UNIT_SUFFIXES[end]})" if end else words
 
 
 def formatted_table(df: Any, formats: dict[str, str], names: dict[str, str] | None = None) -> Any:

@@ -31,6 +31,8 @@ from inferlab.hardware import ACCELERATORS
 from inferlab.models import MODELS
 from inferlab.units import GB, MiB
 
+from ..prose import number_table, readable_name
+
 from . import COLORS, caption, new_figure
 
 CELLS: dict[str, tuple[str, ...]] = {  # cell -> experiments it measures
@@ -134,7 +136,8 @@ def _show(data: list[CellData]) -> None:
         if not d.rows.empty:
             meta = ["gpu", "driver", "torch", "date", "card", "peak_hbm_bandwidth_Bps", "peak_bf16_flops",
                     "host_link_Bps", "experiment"]
-            display(d.rows.drop(columns=[c for c in meta if c in d.rows]))
+            rows = number_table(d.rows.drop(columns=[c for c in meta if c in d.rows]))
+            display(rows.rename(columns=readable_name).style.hide(axis="index"))
 
 
 # ---- drawings ---------------------------------------------------------------------------------------
