@@ -52,7 +52,8 @@ def test_arrivals_title_states_the_library_summary():
 
     fig = splot.arrivals_view(8.0, 6.0, 5.0, "one-at-a-time", False)
     reqs = serving.poisson_requests(8.0, 40, example.SHORT.prompt_tokens, 64, seed=7)
-    s = serving.summarize_served(serving.serve(reqs, "one-at-a-time", kv_budget_bytes=6.0 * 2**30, deadline_s=5.0))
+    s = serving.summarize_served(serving.serve(reqs, serving.EngineSetup("one-at-a-time", kv_budget_bytes=6.0 * 2**30),
+                                                   deadline_s=5.0))
     assert (f"{int(s['on_time'])} of 40 on time; {s['mean_in_system']:.1f} in the system on average, "
             f"{s['mean_latency_s']:.1f} s each") in fig._suptitle.get_text()
 

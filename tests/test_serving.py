@@ -96,7 +96,7 @@ def test_amdahl_and_task_time() -> None:
 def test_littles_law_examples_and_simulation() -> None:
     assert sv.little_n(4, 0.5) == 2 and sv.little_n(4, 2) == 8
     reqs = sv.poisson_requests(2.0, 400, 512, 32, seed=3)
-    df = sv.serve(reqs, "continuous", max_running=64)
+    df = sv.serve(reqs, sv.EngineSetup("continuous", max_running=64))
     s = sv.summarize_served(df)
     # over the whole window both sides count the same sojourns: n = lambda_obs * T exactly
     assert s["mean_in_system"] == pytest.approx(len(df) / s["t_obs_s"] * s["mean_latency_s"], rel=1e-9)
@@ -147,14 +147,21 @@ def test_cancellation_frees_the_slot_after_the_iteration_in_flight() -> None:
     assert early.loc["r1", "status"] == "cancelled" and early.loc["r1", "output_tokens"] == 0
 
 
-@pytest.mark.parametrize("kwargs, name", [({"policy": "batchy"}, "policy"), ({"deadline_s": 0}, "deadline_s"),
+@pytest.mark.parametrize("kwargs, name", [({"engine": "batchy"}, "engine"), ({"engine": 3}, "engine"), ({"deadline_s": 0}, "deadline_s"),
                                           ({"admission_control": "drop"}, "admission_control"),
-                                          ({"correct": 1.5}, "correct"), ({"cancel_at": {"zz": 1.0}}, "cancel_at"),
-                                          ({"kv_budget_bytes": -1}, "kv_budget_bytes")])
+                                          ({"correct": 1.5}, "correct"), ({"cancel_at": {"zz": 1.0}}, "cancel_at")])
 def test_bad_input_names_the_parameter(kwargs, name) -> None:
     reqs = [Request("a", 0.0, 16, 4)]
     with pytest.raises(ValueError, match=name):
         sv.serve(reqs, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, name", [({"policy": "batchy"}, "policy"), ({"kv_budget_bytes": -1}, "kv_budget_bytes"),
+                                          ({"max_running": 0}, "max_running"), ({"token_budget": 0.5}, "token_budget"),
+                                          ({"cost": 3}, "cost")])
+def test_a_bad_engine_setup_names_the_parameter(kwargs, name) -> None:
+    with pytest.raises(ValueError, match=name):
+        sv.EngineSetup(**kwargs)
 
 
 def test_config_validation() -> None:
@@ -254,7 +261,7 @@ def test_goodput_at_one_rate() -> None:
 
 def test_completion_and_goodput_are_two_rates_of_the_served_summary() -> None:
     reqs = sv.poisson_requests(2.0, 120, 512, 32, seed=5)
-    df = sv.serve(reqs, "continuous", max_running=64, correct=0.5, seed=1)
+    df = sv.serve(reqs, sv.EngineSetup("continuous", max_running=64), correct=0.5, seed=1)
     s = sv.summarize_served(df)
     assert sv.completion_and_goodput(df) == (s["completion_rps"], s["goodput_rps"])
     assert sv.mean_in_system(df) == s["mean_in_system"] > 0
@@ -288,8 +295,8 @@ def test_a_repeated_run_is_remembered_short_traces_only_and_any_cost_works(monke
         def __call__(self, work):
             return FITTED_COST(work)
 
-    sv.serve(reqs, "chunked", cost=Unhashable())
-    sv.serve(reqs, "chunked", cost=Unhashable())
+    sv.serve(reqs, sv.EngineSetup("chunked", cost=Unhashable()))
+    sv.serve(reqs, sv.EngineSetup("chunked", cost=Unhashable()))
     assert calls == [40, 40, 40]
     long = sv.poisson_requests(40.0, load._REMEMBER_REQUESTS + 1, 256, 8, seed=3)
     sv.serve(long, "continuous")

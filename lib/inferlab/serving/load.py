@@ -178,23 +178,24 @@ def _cancel(requests: list[Request], cancel_at: Mapping[str, float], run,
     raise RuntimeError("cancellation did not settle; report this trace")  # pragma: no cover
 
 
-def serve(requests: Sequence[Request], policy: str = "continuous", *, cost: CostFn = FITTED_COST,
-          max_running: int = 64, kv_budget_bytes: float | None = None, model: ModelSpec = example.MODEL,
+def serve(requests: Sequence[Request], engine: str | EngineSetup = "continuous", *,
           deadline_s: float = example.DEADLINE_S, admission_control: str | None = None,
           correct: float | Mapping[str, bool] = 1.0, seed: int = 0,
-          cancel_at: Mapping[str, float] | None = None, token_budget: int | None = None,
-          chunk_tokens: int | None = None) -> pd.DataFrame:
+          cancel_at: Mapping[str, float] | None = None) -> pd.DataFrame:
     """Serve ``requests``; one row per request: times from scheduled arrival, status, correctness, deadline.
 
-    ``policy``: ``one-at-a-time``, ``continuous`` or ``chunked``. ``admission_control``: None, ``reject``
-    or ``redirect`` (a request predicted to miss ``deadline_s`` is turned away at arrival).
+    ``engine``: an ``EngineSetup`` (policy, iteration cost, slots, KV budget, chunking), or a policy's name
+    (``one-at-a-time``, ``continuous`` or ``chunked``) with the setup's defaults. ``admission_control``: None,
+    ``reject`` or ``redirect`` (a request predicted to miss ``deadline_s`` is turned away at arrival).
     ``correct``: the probability an answer is correct (drawn per request with ``seed``) or a mapping
     name -> bool. Columns: arrival_s, status (done / cancelled / rejected / redirected), start_s,
     first_token_s, finish_s, ttft_s, latency_s, max_itl_s, output_tokens, correct, on_time, good.
     Times of a request that never ran (rejected, redirected, cancelled while queued) are NaN: they did not happen;
     so is ``max_itl_s`` of a request that emitted one token (it has no gap).
     """
-    run = EngineSetup(policy, cost, max_running, kv_budget_bytes, model, token_budget, chunk_tokens).run
+    if not isinstance(engine, EngineSetup):
+        engine = EngineSetup(one_of("engine", engine, SERVING_POLICIES))  # a policy name, or an EngineSetup
+    run = engine.run
     positive("deadline_s", deadline_s)
     if admission_control is not None:
         one_of("admission_control", admission_control, ("reject", "redirect"))

@@ -18,7 +18,7 @@ import pandas as pd
 
 from .._validate import MAX_COUNT, finite_result, fraction, generator, items, one_of, positive, positive_int
 from ..scheduling.simulator import Request
-from .load import SERVING_POLICIES, poisson_requests, serve
+from .load import SERVING_POLICIES, EngineSetup, poisson_requests, serve
 from .metrics import completion_and_goodput, summarize_served
 
 __all__ = ["TASK_PROMPT_TOKENS", "ANSWER_TOKENS", "WRONG_TASK", "retrieval_window", "goodput_windows", "goodput_sweep",
@@ -78,7 +78,8 @@ def goodput_windows(rates: Iterable[float] = (1, 4, 16), policies: Iterable[str]
         for policy in policies:
             for w in range(windows):
                 reqs, correct = retrieval_window(rate, seed=seed + w, answer_tokens=answer_tokens)
-                s = summarize_served(serve(reqs, policy, max_running=max_running, deadline_s=deadline_s, correct=correct))
+                engine = EngineSetup(policy, max_running=max_running)
+                s = summarize_served(serve(reqs, engine, deadline_s=deadline_s, correct=correct))
                 rows.append({"arrival_rate_per_s": rate, "policy": policy, "window": w + 1,
                              **{k: float(s[k]) for k in ("completion_rps", "goodput_rps", "latency_p95_s",
                                                          "gpu_s_per_good")}})

@@ -112,7 +112,7 @@ def trace_comparison(table: pd.DataFrame, start_s: float = 0.0, duration_s: floa
     length). Columns: requests, rate (1/s), dispersion (per second), TTFT p50, p95 and p99 (s), mean in system.
     Requests run through ``serve`` with ``policy`` and ``kv_budget_bytes``; the deadline plays no part here.
     """
-    from .load import serve
+    from .load import EngineSetup, serve
     from .metrics import summarize_served
 
     positive("duration_s", duration_s)
@@ -124,6 +124,7 @@ def trace_comparison(table: pd.DataFrame, start_s: float = 0.0, duration_s: floa
         if duration_s / speedup < 2.0:
             raise ValueError(f"duration_s / speedups[{i}] must be at least 2 s (the sped-up window's length), got "
                              f"{duration_s!r} / {speedup!r}")
+    engine = EngineSetup(policy, kv_budget_bytes=kv_budget_bytes)
     rows = []
     for speedup in speedups:
         real = trace_window(table, start_s, duration_s, speedup)
@@ -134,7 +135,7 @@ def trace_comparison(table: pd.DataFrame, start_s: float = 0.0, duration_s: floa
         for kind, runs in kinds.items():
             stats = []
             for requests in runs:
-                served = serve(requests, policy, kv_budget_bytes=kv_budget_bytes, deadline_s=_NO_DEADLINE_S)
+                served = serve(requests, engine, deadline_s=_NO_DEADLINE_S)
                 ttft = served["ttft_s"].to_numpy()
                 p50, p95, p99 = np.percentile(ttft, [50, 95, 99])
                 stats.append({"requests": len(requests), "rate": mean_rate(requests),
