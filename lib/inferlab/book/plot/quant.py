@@ -407,7 +407,9 @@ def _offload_pipeline(link_gb_per_s: float, every: int, n_buffers: int) -> tuple
     copy = off.copy_time(MODEL.ffn_layer_bytes(), link_gb_per_s * GB)
     r = off.simulate_prefetch(DECODE_STEP_S / MODEL.n_layers, MODEL.n_layers, layers, copy, n_buffers, n_steps=2)
     plan = off.OffloadPlan(MODEL.ffn_layer_bytes(), len(layers), n_buffers)
-    return r, (f"{len(layers)} FFNs offloaded, {n_buffers} buffer(s): {r.step_s / ms:.1f} ms per step, "
+    ffns = f"{len(layers)} FFN{'s' if len(layers) != 1 else ''}"
+    buffers = f"{n_buffers} buffer{'s' if n_buffers != 1 else ''}"
+    return r, (f"{ffns} offloaded, {buffers}: {r.step_s / ms:.1f} ms per step, "
                f"net {plan.net_bytes / MiB:,.0f} MiB freed")
 
 
