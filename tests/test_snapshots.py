@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferlab.kvcache.snapshots import (KDA_SNAPSHOT_BYTES_TP8, hybrid_restore_paths, hybrid_restore_table, restore,
-                                        snapshot_positions, snapshot_storage, spacing_tradeoff)
+from inferlab.kvcache.snapshots import (DEEPSEEK_V41_DECODER_LAYERS, DEEPSEEK_V41_ENCODER_LAYERS, KDA_SNAPSHOT_BYTES_TP8,
+                                        hybrid_restore_paths, hybrid_restore_table, restore, snapshot_positions,
+                                        snapshot_storage, spacing_tradeoff, window_chain_reach)
 from inferlab.units import MiB
 
 
@@ -62,3 +63,13 @@ def test_hybrid_restore_paths_figure_8_21() -> None:
         hybrid_restore_paths(True, True, 10, 1, window=0)
     with pytest.raises(ValueError, match="prefix_tokens"):
         hybrid_restore_paths(True, True, 0, 0)
+
+
+def test_window_chain_reach() -> None:
+    assert DEEPSEEK_V41_ENCODER_LAYERS + DEEPSEEK_V41_DECODER_LAYERS == 40
+    assert window_chain_reach(DEEPSEEK_V41_ENCODER_LAYERS, 128) == 20 * 127 == 2540
+    assert window_chain_reach(1, 128) == 127  # one layer: exactly what a 128-token replay covers
+    with pytest.raises(ValueError, match="layers"):
+        window_chain_reach(0, 128)
+    with pytest.raises(ValueError, match="window"):
+        window_chain_reach(2, 0)

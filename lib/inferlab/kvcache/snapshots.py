@@ -69,6 +69,21 @@ DEEPSEEK_V41_STATE_HOME = {
 }
 
 
+#: DeepSeek V4.1-Flash's 40 layers: a causal encoder of 20 followed by a decoder of 20 (its model card).
+DEEPSEEK_V41_ENCODER_LAYERS = 20
+DEEPSEEK_V41_DECODER_LAYERS = 20
+
+
+def window_chain_reach(layers: int, window: int) -> int:
+    """How many tokens back a stack of ``layers`` sliding-window layers can carry influence to its last position.
+
+    A position reads the ``window - 1`` positions before it in the layer below, so a chain through
+    ``layers`` layers reaches ``layers * (window - 1)`` tokens back. A replay of the last ``window``
+    tokens reaches only ``window - 1`` back and cuts every longer chain: its state is approximate.
+    """
+    return positive_int("layers", layers) * (positive_int("window", window) - 1)
+
+
 @dataclass(frozen=True)
 class HybridRestore:
     """One restore path of a CED model: encoder tokens replayed, recomputed and new, then the decoder window replay."""
