@@ -63,9 +63,9 @@ def spacing_tradeoff(context_tokens: int, interval: int,
 # ---- DeepSeek V4.1: restoring encoder state after a prefix hit (8.3.3, Figure 8-21) -----------
 #: Where the chapter's DeepSeek V4.1 discussion keeps each kind of state.
 DEEPSEEK_V41_STATE_HOME = {
-    "global KV": "long-lived prefix cache (compressed to about 1/4 in V4.1)",
-    "encoder SWA": "host DRAM pool, short-term (moved out of the persistent cache)",
-    "decoder SWA": "accelerator, this turn's generation only (not kept as prefix cache)",
+    "global KV": "long-lived prefix cache (about a quarter of V4-Flash's size in V4.1-Flash)",
+    "encoder SWA": "host DRAM pool, kept a short while (not in the long-lived tier)",
+    "decoder SWA": "accelerator, working state of this turn's generation only",
 }
 
 
