@@ -1,5 +1,6 @@
-"""What the built site ships: no large file that nothing loads, one search field, and fallback webfonts that hold
-exactly the characters the pages use beyond Latin (``inferlab.book.sphinx_offline``).
+"""What the built site ships: no large file that nothing loads, one search field, no format field left unfilled in
+its text, and fallback webfonts that hold exactly the characters the pages use beyond Latin
+(``inferlab.book.sphinx_offline``).
 
 Needs the built book (``make pdf-check`` runs it after the build, in ``make test``'s book chain); the site is
 ``_build/html`` or ``$INFERLAB_SITE``. The font check in Chromium takes about 3 s, the rest under 2 s.
@@ -173,3 +174,52 @@ def test_the_glossary_draws_its_chinese_terms_with_the_shipped_font() -> None:
             assert tab.errors() == []
     finally:
         browser.close()
+
+
+class _Prose(sphinx_offline.PageText):
+    """A page's prose and figure captions, alt and aria texts: code, math and drawings left out."""
+
+    SKIP = ("pre", "code", "svg", "math", "mjx-container")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._skipped: str | None = None  # the tag whose content is left out, while inside it
+        self._nested = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        super().handle_starttag(tag, attrs)
+        a = dict(attrs)
+        if self._skipped is None and (tag in self.SKIP or "math" in (a.get("class") or "").split()):
+            self._skipped, self._nested = tag, 1
+        elif tag == self._skipped:
+            self._nested += 1
+        elif self._skipped is None:
+            self.text += [a[k] or "" for k in ("alt", "aria-label", "title") if k in a]
+
+    def handle_endtag(self, tag: str) -> None:
+        super().handle_endtag(tag)
+        if tag == self._skipped:
+            self._nested -= 1
+            if not self._nested:
+                self._skipped = None
+
+    def handle_data(self, data: str) -> None:
+        if self._skipped is None:
+            super().handle_data(data)
+
+
+#: A Python format field left in text: ``{name}``, ``{obj.attr[0]}``, ``{x:.1f}`` (an f-string that lost its ``f``).
+FORMAT_FIELD = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_]\w*|\[[^\]{}]*\])*(?:![rsa])?(?::[^{}\s]*)?\}")
+
+
+def test_no_page_shows_an_unfilled_format_field() -> None:
+    """Captions, prose, alt and aria texts are filled in: a caption once showed ``Besides {turns.index[0]}``."""
+    found = {}
+    for path in sphinx_offline.built_pages(SITE):
+        page = _Prose()
+        page.feed(path.read_text(encoding="utf-8"))
+        text = re.sub(r"\\\(.*?\\\)|\\\[.*?\\\]|\$\$.*?\$\$", " ", " ".join(page.text), flags=re.S)
+        hits = FORMAT_FIELD.findall(text)
+        if hits:
+            found[str(path.relative_to(SITE))] = hits[:5]
+    assert not found, f"format fields left in the pages' text: {found}"
