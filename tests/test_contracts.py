@@ -268,6 +268,7 @@ _ROOF = dict(matrix_weight_bytes=1e9, kv_bytes_per_token=1e5, peak_flops=1e15, b
 VALID: dict[str, Callable[..., dict]] = {
     "calibration:prefill_time": lambda: dict(model=MODEL, accelerator=CARD, new_tokens=128),
     "calibration:measured_decode_step": lambda: dict(read_bytes=20e9),
+    "calibration:hidden_read_share": lambda: dict(accelerator=CARD),
     "compression:BlockFormat": lambda: dict(name="q8_0", block_values=32, block_bytes=34, code_bits=8,
                                             description="int8 codes"),
     "compression:BlockFormat.stored_bytes": lambda f: dict(n_values=100),
@@ -475,6 +476,7 @@ VALID: dict[str, Callable[..., dict]] = {
     "serving:RoundBreakdown": lambda: dict(read_bytes=1e9, verify_flops=1e12, step_s=0.03, compute_s=0.01,
                                            overhead_s=0.0, source="modelled"),
     "serving:round_breakdown": lambda: dict(config=_config("A")),
+    "serving:read_bound_rounds": lambda: dict(config=_config("B")),
     "serving:dispersion": lambda: dict(requests=_spread()),
     "serving:mean_rate": lambda: dict(requests=_spread()),
     "serving:poisson_twin": lambda: dict(requests=_spread()),

@@ -96,3 +96,18 @@ def test_short_request_in_batch_adds_the_measured_step_growth_to_every_gap() -> 
     assert times == sorted(times) and times[0] < example.DEADLINE_S < times[2]
     with pytest.raises(ValueError, match="batch"):
         example.short_request_in_batch(0)
+
+
+def test_hidden_read_share_of_the_batch_4_step() -> None:
+    """Section 8.3.3: the batch-4 step read 0.9 GB more and took 0.36 ms longer, 0.50 ms at peak: 28 % hidden,
+    53 % at 65 % MBU; a card twice as fast hides less of the same time."""
+    from inferlab.calibration import DECODE_MBU_LARGE_BATCH, hidden_read_share
+    from inferlab.hardware import ACCELERATORS
+
+    card = example.ACCELERATOR
+    assert round(100 * hidden_read_share(card)) == 28
+    assert round(100 * hidden_read_share(card, DECODE_MBU_LARGE_BATCH)) == 53
+    assert hidden_read_share(ACCELERATORS["h200"]) < hidden_read_share(card)
+    for bad, name in ((("card",), "accelerator"), ((card, 0.0), "mbu"), ((card, 1.5), "mbu"), ((card, 5e-324), "mbu")):
+        with pytest.raises(ValueError, match=name):
+            hidden_read_share(*bad)

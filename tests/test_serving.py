@@ -147,7 +147,8 @@ def test_cancellation_frees_the_slot_after_the_iteration_in_flight() -> None:
     assert early.loc["r1", "status"] == "cancelled" and early.loc["r1", "output_tokens"] == 0
 
 
-@pytest.mark.parametrize("kwargs, name", [({"engine": "batchy"}, "engine"), ({"engine": 3}, "engine"), ({"deadline_s": 0}, "deadline_s"),
+@pytest.mark.parametrize("kwargs, name", [({"engine": "batchy"}, "engine"), ({"engine": 3}, "engine"),
+                                          ({"deadline_s": 0}, "deadline_s"),
                                           ({"admission_control": "drop"}, "admission_control"),
                                           ({"correct": 1.5}, "correct"), ({"cancel_at": {"zz": 1.0}}, "cancel_at")])
 def test_bad_input_names_the_parameter(kwargs, name) -> None:
@@ -156,7 +157,8 @@ def test_bad_input_names_the_parameter(kwargs, name) -> None:
         sv.serve(reqs, **kwargs)
 
 
-@pytest.mark.parametrize("kwargs, name", [({"policy": "batchy"}, "policy"), ({"kv_budget_bytes": -1}, "kv_budget_bytes"),
+@pytest.mark.parametrize("kwargs, name", [({"policy": "batchy"}, "policy"),
+                                          ({"kv_budget_bytes": -1}, "kv_budget_bytes"),
                                           ({"max_running": 0}, "max_running"), ({"token_budget": 0.5}, "token_budget"),
                                           ({"cost": 3}, "cost")])
 def test_a_bad_engine_setup_names_the_parameter(kwargs, name) -> None:
@@ -222,6 +224,21 @@ def test_tokens_per_round_needed_for_d() -> None:
     assert sv.evaluate(ok)["on_time"] and not sv.evaluate(late)["on_time"]
     tight = sv.Workload(deadline_s=2.0)
     assert math.isinf(sv.tokens_per_round_needed(d, tight))
+
+
+def test_read_bound_rounds_follow_the_growing_contexts() -> None:
+    """B's rounds at peak bandwidth with no overhead: 255 of them, from its prompt's 19.23 ms upward, 19.40 ms
+    on average (8.6.3: just under the 19.45 ms a round may last); D's three tokens a round grow them faster."""
+    b, d = sv.CHAPTER_CONFIGS["B"], sv.CHAPTER_CONFIGS["D"]
+    rounds = sv.read_bound_rounds(b)
+    first = sv.configs.MEASURED_ON.memory_time(sv.round_breakdown(b).read_bytes)
+    assert len(rounds) == sv.configs.decode_rounds(b) == 255 and rounds[0] > first
+    assert np.all(np.diff(rounds) > 0) and round(first * 1e3, 2) == 19.23
+    assert (round(np.mean(rounds) * 1e3, 2), round(rounds[-1] * 1e3, 2)) == (19.40, 19.57)
+    growth = np.diff(sv.read_bound_rounds(d))
+    assert len(growth) == sv.configs.decode_rounds(d) - 1 and growth[0] == pytest.approx(3 * np.diff(rounds)[0])
+    with pytest.raises(ValueError, match="config"):
+        sv.read_bound_rounds("B")
 
 
 def test_another_card_keeps_the_overhead_and_reads_at_its_bandwidth() -> None:

@@ -47,6 +47,17 @@ def decode_step_table() -> tuple[np.ndarray, np.ndarray]:
     return sweep["step_read_gb"].to_numpy() * GB, sweep["decode_step_s"].to_numpy()
 
 
+def hidden_read_share(accelerator: Accelerator, mbu: float = 1.0) -> float:
+    """Share of the extra bytes from experiment 8-1's batch-1 to its batch-4 step that the measured step did not
+    add as time, if those bytes were read at ``mbu`` x ``accelerator``'s peak bandwidth (section 8.3.3: 0.9 GB more
+    took 0.36 ms, against 0.50 ms at the RTX PRO 6000's peak: 28 % hidden; 53 % at 65 % MBU). Negative when the step
+    grew by more than the reads would take."""
+    instance("accelerator", accelerator, Accelerator)
+    xs, ys = decode_step_table()
+    read_s = finite_result(float(xs[1] - xs[0]) / (accelerator.hbm_bandwidth * efficiency("mbu", mbu)), "mbu")
+    return 1 - float(ys[1] - ys[0]) / read_s
+
+
 def measured_decode_step(read_bytes: float) -> float:
     """Decode step time (s) interpolated linearly in bytes read between experiment 8-1's measured steps.
 

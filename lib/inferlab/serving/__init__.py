@@ -9,8 +9,8 @@
 """
 
 from .configs import (CHAPTER_CONFIGS, CHAPTER_WORKLOAD, KV_FORMAT_RATIO, MEASURED_ON, STEP_SOURCES, RoundBreakdown,
-                      ServingConfig, Workload, evaluate, evaluate_configs, feasible, prefix_fetch_time, round_breakdown,
-                      tokens_per_round_needed)
+                      ServingConfig, Workload, evaluate, evaluate_configs, feasible, prefix_fetch_time,
+                      read_bound_rounds, round_breakdown, tokens_per_round_needed)
 from .load import SERVING_POLICIES, EngineSetup, ServingPolicy, poisson_requests, serve, trace_requests
 from .metrics import (CHAPTER_POLICY_NAMES, amdahl_derivation, amdahl_speedup, beside_published, clock_comparison,
                       completion_and_goodput, in_system_curve, little_n, mean_in_system, observation_window,
@@ -23,7 +23,7 @@ from .traces import AZURE_CONV, azure_conv, dispersion, mean_rate, poisson_twin,
 
 __all__ = [
     "CHAPTER_CONFIGS", "CHAPTER_WORKLOAD", "KV_FORMAT_RATIO", "MEASURED_ON", "STEP_SOURCES", "ServingConfig", "Workload",
-    "RoundBreakdown", "round_breakdown", "evaluate", "evaluate_configs", "feasible", "prefix_fetch_time",
+    "RoundBreakdown", "round_breakdown", "read_bound_rounds", "evaluate", "evaluate_configs", "feasible", "prefix_fetch_time",
     "tokens_per_round_needed",
     "SERVING_POLICIES", "EngineSetup", "ServingPolicy", "poisson_requests", "serve", "trace_requests",
     "amdahl_derivation", "amdahl_speedup", "completion_and_goodput", "in_system_curve", "little_n", "mean_in_system",

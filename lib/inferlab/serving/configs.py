@@ -35,7 +35,7 @@ __all__ = [
     "KV_FORMAT_RATIO", "ServingConfig", "Workload", "CHAPTER_CONFIGS", "CHAPTER_WORKLOAD", "VERIFY_MFU",
     "MEASURED_SHARED_STEP_S", "MEASURED_ON", "MEASURED_SHARED_PREFILL_S", "feasible", "DRAFT_BYTES", "DRAFT_PREFILL_OVERHEAD", "kv_bytes", "config_prefill_time",
     "decode_rounds", "round_time", "tokens_per_round_needed", "prefix_fetch_time", "evaluate", "evaluate_configs",
-    "STEP_SOURCES", "RoundBreakdown", "round_breakdown",
+    "STEP_SOURCES", "RoundBreakdown", "round_breakdown", "read_bound_rounds",
 ]
 
 #: Bytes of a KV value in each storage format relative to BF16 (GGML blocks of 32: 34 and 18 bytes vs 64).
@@ -245,6 +245,18 @@ def round_breakdown(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD
     if compute > step:
         source = "compute-bound"
     return RoundBreakdown(read, verify_flops, step, compute, config.round_overhead_s, source)
+
+
+def read_bound_rounds(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD, model: ModelSpec = example.MODEL,
+                      accelerator: Accelerator = example.ACCELERATOR) -> list[float]:
+    """Seconds of each decode round if it took only its reads at the accelerator's peak bandwidth: no per-step
+    overhead, no compute. Unlike ``round_breakdown`` (each request's prompt), round r reads every request's
+    context as it has grown, prompt + 1 + (r - 1) x tokens per round, in the configuration's KV format."""
+    _check(config, workload, model, accelerator)
+    per_token = workload.n_requests * model.kv_bytes_per_token() * KV_FORMAT_RATIO[config.kv_format]
+    return [accelerator.memory_time(model.matrix_weight_bytes()
+                                    + per_token * (workload.prompt_tokens + 1 + r * config.tokens_per_round))
+            for r in range(decode_rounds(config, workload))]
 
 
 def round_time(config: ServingConfig, workload: Workload = CHAPTER_WORKLOAD, model: ModelSpec = example.MODEL,

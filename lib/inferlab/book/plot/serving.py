@@ -93,7 +93,8 @@ def _arrivals(rate_per_s: float, kv_budget_gib: float, deadline_s: float, policy
               admission_control: bool) -> tuple[pd.DataFrame, str]:
     reqs = serving.poisson_requests(rate_per_s, 40, example.SHORT.prompt_tokens, 64, seed=7)
     engine = serving.EngineSetup(policy, kv_budget_bytes=kv_budget_gib * GiB)
-    records = serving.serve(reqs, engine, deadline_s=deadline_s, admission_control="reject" if admission_control else None)
+    records = serving.serve(reqs, engine, deadline_s=deadline_s,
+                            admission_control="reject" if admission_control else None)
     # the numbers of the title, not the whole serving.summarize_served (percentiles the figure does not show)
     done = records.loc[records["status"] == "done", "latency_s"]
     each = f", {done.mean():.1f} s each" if len(done) else ""
