@@ -69,22 +69,23 @@ book: setup fonts  ## execute every notebook and build the HTML into _build/html
 
 # Each notebook executes once: nbmake runs it and stores it in the book's cache (conftest.py), the build reuses it.
 # nbmake's kernels are forked from a warm process (tests/_forked_kernels.py): 65 -> 40 s for the 31 notebooks here.
-# Two chains share the two cores (make -j2): the unit tests, and notebooks -> book build -> browser test.
+# Two chains share the two cores (make -j2): the unit tests, and notebooks -> book build -> PDF and browser test.
 # The book chain has single-threaded stretches (the build, Chromium waiting on a page); the unit tests fill them.
 # torch installs at the head of the unit chain; the repository checks (tests/test_repo.py) run among the unit tests.
 test: setup  ## every test
 	rm -rf $(CACHE)
 	@$(MAKE) --no-print-directory -j2 --output-sync=target unit book-check
 
-# the built book checked end to end: every notebook (nbmake fills the cache), the -W build, the browser test.
-# One make per step: a single make given all three would run them side by side under test's -j2.
+# the built book checked end to end: every notebook (nbmake fills the cache), the -W build, then side by side the
+# PDF with its checks and the browser test (both read the built site only; each is one Chromium, mostly one core).
+# One make per step: a single make given them all would run the notebooks, the build and the rest side by side.
 # The build must execute nothing here: nbmake has just run and stored every notebook.
 book-check: $(STAMP) $(WEB)
 	@$(MAKE) --no-print-directory notebooks-run
 	@$(MAKE) --no-print-directory build-check
 	@if grep "Executing notebook" _build/build.log; then \
 		echo "the build executed the notebooks above again: their cache records were dropped or missed"; exit 1; fi
-	@$(MAKE) --no-print-directory browser
+	@$(MAKE) --no-print-directory -j2 --output-sync=target pdf-check browser
 
 unit: $(STAMP) $(TORCH) $(WEB) bubblewrap
 	INFERLAB_REQUIRE_SANDBOX=1 $(PY) -m pytest tests -m "not book" -n $(JOBS) -q
@@ -104,9 +105,11 @@ build-check: $(STAMP) $(WEB) fonts  ## the book from scratch, notebooks from the
 	$(DROP_STALE_CACHE)
 	mkdir -p _build; set -o pipefail; $(VENV)/bin/jupyter-book build . -W -n --keep-going 2>&1 | tee _build/build.log
 
-# the built book in headless Chromium (Debian package), the JupyterLite site and the widget sweep
-browser: $(STAMP) chromium pdf-check
-	$(PY) -m pytest tests/test_browser.py tests/test_browser_explorers.py tests/test_lite.py -m book -q
+# the built book in headless Chromium (Debian package): every page opened once and checked as it renders, as its
+# explorers and "Try it"s work and as it reads on a desktop and a phone in both modes; the JupyterLite site
+browser: $(STAMP) chromium
+	$(PY) -m pytest tests/test_browser.py tests/test_browser_explorers.py tests/test_browser_pages.py tests/test_lite.py \
+		-m book -q
 
 # Debian packages, installed when missing; the unit and book chains run side by side, so apt takes turns (flock)
 APT_INSTALL = flock /tmp/inferlab-apt.lock sh -c 'apt-get update -qq && apt-get install -y -qq "$$@"' apt
@@ -133,10 +136,10 @@ SITE_FILES = $(filter-out _build/html/lite/% %/pygments.css,$(wildcard _build/ht
 $(PDF): $(SITE_FILES) | $(STAMP) chromium
 	$(PY) -m inferlab.book.pdf
 
-# in the book chain, before the browser test (which follows the landing page's link to the PDF): the PDF of the
-# book just built, its checks, and the check that the site ships no large file that nothing loads
+# in the book chain, beside the browser test: the PDF of the book just built, its checks, the check that the site
+# ships no large file that nothing loads, and its links (the landing page's to the PDF among them)
 pdf-check: $(STAMP) chromium $(PDF)
-	$(PY) -m pytest tests/test_pdf.py tests/test_assets.py -m book -q
+	$(PY) -m pytest tests/test_pdf.py tests/test_assets.py tests/test_links.py -m book -q
 
 # the grader runs each student notebook in a bubblewrap sandbox (inferlab.exercises.sandbox)
 bubblewrap:

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 def explorer_latencies(repeat: int = 3, site: Path = SITE) -> list[dict[str, Any]]:
     """Per explorer: moves, median and p95 milliseconds of a knob move in the browser (best of ``repeat``)."""
     from _cdp import Chromium, serve
-    from test_browser_explorers import EXPLORER, sweep
+    from _explorer_checks import EXPLORER, sweep
 
     pages = sorted(p for p in (site / "chapters").glob("*.html") if EXPLORER.search(p.read_text(encoding="utf-8")))
     rows: dict[str, list[float]] = {}

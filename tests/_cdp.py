@@ -23,7 +23,7 @@ from inferlab.book.pdf import serve_folder as serve  # noqa: F401  (re-exported 
 
 
 class Tab:
-    """One page target: navigate, evaluate JavaScript, screenshot; console errors collected per load."""
+    """One page target: navigate, evaluate JavaScript; console errors collected per load."""
 
     def __init__(self, ws_url: str) -> None:
         self.ws = websocket.create_connection(ws_url, timeout=120, suppress_origin=True, enable_multithread=False)
@@ -91,19 +91,6 @@ class Tab:
             elif method == "Page.frameNavigated" and params["frame"].get("unreachableUrl"):
                 found.append(f"frame failed to load: {params['frame']['unreachableUrl']}")
         return found
-
-    def screenshot(self, path: Path, width: int = 1280, max_height: int = 8000) -> Path:
-        """Save a PNG of the page, ``width`` CSS pixels wide and as tall as its content (at most ``max_height``)."""
-        import base64
-
-        self.send("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=False)
-        height = min(max_height, int(self.eval("document.documentElement.scrollHeight")))
-        self.send("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
-        data = self.send("Page.captureScreenshot", format="png")["data"]
-        self.send("Emulation.clearDeviceMetricsOverride")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(base64.b64decode(data))
-        return path
 
 
 class Chromium:

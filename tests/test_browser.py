@@ -1,30 +1,36 @@
-"""The built book in headless Chromium, offline: every page (enumerated) renders its math and figures, with no
-console errors and no broken internal links or images (its explorers: ``test_browser_explorers.py``).
+"""The built book in headless Chromium, offline. Each page (enumerated) is opened once, and on it, in turn:
+
+- it renders: its math typeset, its images and saved widgets shown, no console error;
+- every knob of every explorer on it moves the picture and its readout within 50 ms (``_explorer_checks.sweep``);
+- every "Try it" of the page can be done on it: its knobs set, its stated answer read on the picture;
+- it reads on a desktop (1400 px) and a phone (390 px), in light and dark mode (``_page_checks``): figures with
+  captions and alt texts, no text under 11 px, none past the page's edge, contrast of 4.5:1 or more.
+
+One load serves the four: they used to load each page once per concern, 120 loads against 38. Also here: the
+error log's own checks (links and images that resolve: ``test_links.py``; screenshots: ``test_browser_pages.py``).
 
 Runs after the book build (``make test`` builds it first); the site is ``_build/html`` or ``$INFERLAB_SITE``.
-Screenshots of three pages go to ``_build/screenshots/`` for review.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from collections.abc import Iterator
-from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote
 
 import pytest
 import yaml
 
+import _page_checks as reads
 from _cdp import Chromium, Tab, serve
+from _explorer_checks import BUDGET_MS, EXPLORER, TRY_ITS, reset, sweep, try_it
 
 pytestmark = pytest.mark.book
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("INFERLAB_SITE", ROOT / "_build" / "html"))
-SHOTS = SITE.parent / "screenshots"
 SKIP_DIRS = {"lite", "_static", "_sources", "_images", "_sphinx_design_static"}
 #: TeX that MathJax should have typeset: display/inline delimiters or a TeX command left in the text.
 RAW_TEX = re.compile(r"\$\$|\\\(|\\\)|\\\[|\\\]|\\(frac|times|cdot|le|ge|sum|text|mathrm|approx|left|right)\b"
@@ -85,10 +91,17 @@ def test_every_notebook_and_markdown_page_was_built_before_the_pages_were_enumer
     assert expected - set(PAGES) == set(), "pages missing from the built site"
 
 
-@pytest.mark.parametrize("page", PAGES)
-def test_page_renders_offline(tab: tuple[Tab, str], page: str) -> None:
+@pytest.fixture(scope="module", params=PAGES)
+def opened(request: pytest.FixtureRequest, tab: tuple[Tab, str]) -> tuple[Tab, str]:
+    """The page, opened once at 1400 px for every test below that takes it (pytest runs them page by page)."""
     browser, base = tab
-    browser.goto(base + page)
+    reads.viewport(browser, reads.DESKTOP)
+    browser.goto(base + request.param)
+    return browser, request.param
+
+
+def test_page_renders_offline(opened: tuple[Tab, str]) -> None:
+    browser, page = opened
     math = browser.eval(_MATH)
     assert math["typeset"] == math["math"], f"{page}: {math['math'] - math['typeset']} formulas not typeset"
     if math["math"]:
@@ -99,6 +112,50 @@ def test_page_renders_offline(tab: tuple[Tab, str], page: str) -> None:
     widgets = browser.eval(_WIDGETS)
     assert widgets["rendered"] >= widgets["views"], f"{page}: saved widgets not rendered: {widgets}"
     assert browser.errors() == [], f"{page}: console errors"
+
+
+def test_every_knob_of_every_explorer_moves_its_picture_quickly(opened: tuple[Tab, str]) -> None:
+    browser, page = opened
+    rows = sweep(browser)
+    named = EXPLORER.findall((SITE / page).read_text(encoding="utf-8"))
+    assert sorted({r["explorer"] for r in rows}) == sorted(set(named)), f"{page}: explorers on the page"
+    for row in rows:
+        assert row["changed"] and row["relabelled"], f"{page}: moving a knob changed nothing: {row}"
+        assert row["p95_ms"] <= BUDGET_MS, f"{page}: too slow: {row}"
+    assert browser.errors() == [], f"{page}: console errors"
+
+
+def test_every_try_it_of_the_page_can_be_done_on_it(opened: tuple[Tab, str]) -> None:
+    browser, page = opened
+    failed = [problem for task in TRY_ITS if task.page == page if (problem := try_it(browser, task))]
+    assert not failed, f"{page}:\n" + "\n".join(failed)
+
+
+#: What each page measured, for the summary at the end of the module.
+MEASURED: dict[str, dict] = {}
+
+
+def test_page_reads_on_desktop_and_phone_in_both_modes(opened: tuple[Tab, str]) -> None:
+    browser, page = opened
+    reset(browser)  # the explorers as the page opened them
+    found = MEASURED[page] = reads.read_page(browser)
+    problems = reads.problems(found)
+    assert not problems, f"{page}:\n" + "\n".join(problems)
+
+
+def test_summary_of_the_measurements() -> None:
+    """The numbers over every page measured above (printed with -s); fails if a page was not measured."""
+    assert set(MEASURED) == set(PAGES), f"pages not measured: {sorted(set(PAGES) - set(MEASURED))[:5]}"
+    lines = []
+    for width in (reads.DESKTOP, reads.PHONE):
+        for kind in ("page", "figure"):
+            px = [(m["fonts", width][kind]["px"], p) for p, m in MEASURED.items() if m["fonts", width][kind]["where"]]
+            if px:
+                lines.append(f"smallest {kind} text at {width} px: {min(px)[0]:.2f} px ({min(px)[1]})")
+    for key in (("contrast", "light"), ("contrast", "dark"), ("contrast", "dark", reads.PHONE)):
+        worst = min((m[key]["worst"]["ratio"], p) for p, m in MEASURED.items())
+        lines.append(f"worst contrast {'/'.join(map(str, key[1:]))}: {worst[0]}:1 ({worst[1]})")
+    print("\n" + "\n".join(lines))
 
 
 def test_the_error_log_catches_errors_logged_during_and_just_after_load(tab: tuple[Tab, str]) -> None:
@@ -123,110 +180,3 @@ def test_the_error_log_catches_every_failed_load(tab: tuple[Tab, str], tmp_path:
         found = " ".join(browser.errors())
     for name in [*missing, "cdn.invalid/lib.js", "frame failed to load: http://127.0.0.1:1/frame.html"]:
         assert name in found, (name, found)
-
-
-class _Refs(HTMLParser):
-    """What one page points at: link targets, image, script and stylesheet sources, its element ids and
-    its "Try it live" link. The standard library's tokenizer alone, no tree: the link tests took 8.9 s with a
-    BeautifulSoup tree per page, 1.5 s with this."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.links: list[str] = []
-        self.sources: list[str] = []
-        self.ids: set[str] = set()
-        self.try_live: str | None = None
-        self._in_try_live = False
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = dict(attrs)
-        if a.get("id"):
-            self.ids.add(a["id"])
-        if tag == "a" and a.get("href") is not None:
-            self.links.append(a["href"])
-            if self._in_try_live and self.try_live is None:
-                self.try_live = a["href"]
-        elif tag in ("img", "script") and a.get("src") and not (tag == "img" and a["src"].startswith("data:")):
-            self.sources.append(a["src"])
-        elif tag == "link" and a.get("href") and "stylesheet" in (a.get("rel") or "").split():
-            self.sources.append(a["href"])
-        elif tag == "div" and "inferlab-try-live" in (a.get("class") or "").split():
-            self._in_try_live = True
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "div":
-            self._in_try_live = False
-
-
-@functools.cache
-def _refs(path: Path) -> _Refs:
-    """The references of the page at ``path`` (resolved), parsed once per test session."""
-    refs = _Refs()
-    refs.feed(path.read_text(encoding="utf-8"))
-    refs.close()
-    return refs
-
-
-def _target(page: str, href: str) -> tuple[Path, str] | None:
-    parts = urlsplit(href)
-    if parts.scheme or parts.netloc or href.startswith(("mailto:", "javascript:")):
-        return None
-    path = (SITE / page).parent / unquote(parts.path) if parts.path else SITE / page
-    if path.is_dir():
-        path = path / "index.html"
-    return path.resolve(), parts.fragment
-
-
-@pytest.mark.parametrize("page", PAGES)
-def test_internal_links_and_images_resolve(page: str) -> None:
-    if not SITE.is_dir():
-        pytest.fail(f"no built site at {SITE}: run `make book` first")
-    refs = _refs((SITE / page).resolve())
-    broken = []
-    for href, is_link in [(h, True) for h in refs.links] + [(s, False) for s in refs.sources]:
-        target = _target(page, href)
-        if target is None:
-            continue
-        path, fragment = target
-        if not path.exists():
-            broken.append(href)
-        elif is_link and fragment and path.suffix == ".html" and fragment not in _refs(path).ids:
-            broken.append(href)
-    assert broken == [], f"{page}: broken internal references"
-
-
-def test_the_link_check_finds_what_a_page_points_at(tmp_path: Path) -> None:
-    page = tmp_path / "p.html"
-    page.write_text('<a href="q.html#s">x</a><img src="i.png"><img src="data:image/png;base64,AA">'
-                    '<script src="s.js"></script><link rel="preload stylesheet" href="c.css"><link rel="icon" href="f.ico">'
-                    '<div class="x inferlab-try-live"><a href="lite/?path=p.ipynb">Try it live</a></div><a href="z">z</a>'
-                    '<section id="s"></section>', encoding="utf-8")
-    refs = _refs(page)
-    assert refs.links == ["q.html#s", "lite/?path=p.ipynb", "z"] and refs.try_live == "lite/?path=p.ipynb"
-    assert refs.sources == ["i.png", "s.js", "c.css"] and refs.ids == {"s"}
-
-
-def test_the_try_it_live_links_reach_the_lite_copy() -> None:
-    chapter = SITE / "chapters"
-    if not chapter.is_dir():
-        pytest.fail(f"no built site at {SITE}: run `make book` first")
-    for page in sorted(chapter.glob("*.html")):
-        link = _refs(page.resolve()).try_live
-        assert link is not None, page.name
-        path, _ = _target(str(page.relative_to(SITE)), link)
-        assert path.exists(), link
-        notebook = urlsplit(link).query.removeprefix("path=")
-        assert (ROOT / notebook).exists() and notebook == f"chapters/{page.stem}.ipynb"
-
-
-def test_screenshots_of_three_pages(tab: tuple[Tab, str]) -> None:
-    browser, base = tab
-    chosen = [p for p in pages() if p == "index.html"]
-    chosen += [p for p in pages() if p.startswith("chapters/8-2-1")][:1]
-    chosen += [p for p in pages() if p.startswith("chapters/8-5-2")][:1]
-    assert len(chosen) == 3, chosen
-    for page in chosen:
-        browser.goto(base + page)
-        browser.eval(_MATH)
-        shot = browser.screenshot(SHOTS / (Path(page).stem + ".png"))
-        assert shot.read_bytes()[:4] == b"\x89PNG" and shot.stat().st_size > 10_000
