@@ -78,6 +78,10 @@ _WIDGETS = """(async () => {
   return {views: views, rendered: rendered()};
 })()"""
 
+#: The theme's icons drawn offline (Font Awesome turns each <i> into an <svg>).
+_ICONS = """(() => ({left: document.querySelectorAll('i[class*="fa-"]').length,
+                    drawn: document.querySelectorAll('svg.svg-inline--fa').length}))()"""
+
 _IMAGES = """[...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src.slice(0, 80))"""
 
 PAGES = pages()  # enumerated once, at collection: the parametrized tests below run on this list
@@ -109,6 +113,8 @@ def test_page_renders_offline(opened: tuple[Tab, str]) -> None:
     raw = sorted({m.group(0) for m in RAW_TEX.finditer(browser.eval(_VISIBLE_TEXT))})
     assert not raw, f"{page}: raw TeX in the text: {raw[:5]}"
     assert browser.eval(_IMAGES) == [], f"{page}: images that did not load"
+    icons = browser.eval(_ICONS)
+    assert icons["drawn"] and not icons["left"], f"{page}: icons not drawn: {icons}"
     widgets = browser.eval(_WIDGETS)
     assert widgets["rendered"] >= widgets["views"], f"{page}: saved widgets not rendered: {widgets}"
     assert browser.errors() == [], f"{page}: console errors"
