@@ -50,8 +50,11 @@ $(WEB): web/package.json web/package-lock.json
 
 # torch only for the GPU code, which CI runs on the CPU at tiny sizes (a CPU build; readers add it with requirements-gpu.txt);
 # triton for the paged-attention kernel, which CI runs in Triton's interpreter: 3.7.1 is the one torch 2.13.0's CUDA build requires
+# (then imported once, as WARM_B's packages are: both unit-test workers import torch as they collect, and each
+# compiled its 725 modules until one had written them)
 $(TORCH): $(STAMP)
 	$(UV) pip install --quiet --python $(PY) $(UV_LINKS) torch==2.13.0 triton==3.7.1
+	$(PY) -c "import torch, triton"
 	touch $(TORCH)
 
 drop-stale-cache:
