@@ -696,3 +696,21 @@ def test_limits_refuse_what_no_engine_could_run(bad: dict, match: str) -> None:
 def test_limits_budget_and_chunk_are_infinite_when_unset_and_the_chunk_never_exceeds_the_budget() -> None:
     assert sched.Limits().budget == math.inf and sched.Limits().chunk == math.inf
     assert sched.Limits(max_running=2, token_budget=512, chunk_tokens=2048).chunk == 512
+
+
+def test_kv_block_limit_refuses_what_does_not_fit_and_what_it_never_admitted() -> None:
+    """Blocks reserved to completion, ceil((prompt + output - 1) / block); one count per request, however often asked."""
+    limit = KVBlockLimit(total_blocks=4, block_size=16)
+    a, b = Request("a", 0.0, 30, 3), Request("b", 0.0, 40, 10)  # 32 tokens -> 2 blocks; 49 -> 4 blocks
+    assert limit.blocks_needed(a) == 2 and limit.blocks_needed(b) == 4 and limit.fits(b)
+    limit.admit(a)
+    assert limit.free_blocks == 2 and not limit.can_admit(b)
+    with pytest.raises(ValueError, match="'b' needs 4 blocks, 2 are free"):
+        limit.admit(b)
+    with pytest.raises(ValueError, match="'b' must have been admitted"):
+        limit.release(b)
+    assert not limit.fits(Request("c", 0.0, 64, 2))  # 65 tokens -> 5 blocks
+    with pytest.raises(ValueError, match="request"):
+        limit.blocks_needed((30, 3))
+    limit.release(a)
+    assert limit.used_blocks == 0 and limit.can_admit(b)
