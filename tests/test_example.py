@@ -111,3 +111,14 @@ def test_hidden_read_share_of_the_batch_4_step() -> None:
     for bad, name in ((("card",), "accelerator"), ((card, 0.0), "mbu"), ((card, 1.5), "mbu"), ((card, 5e-324), "mbu")):
         with pytest.raises(ValueError, match=name):
             hidden_read_share(*bad)
+
+
+def test_the_measured_decode_steps_are_read_once_and_no_caller_can_change_them() -> None:
+    from inferlab.calibration import decode_step_table, measured_decode_step
+
+    xs, ys = decode_step_table()
+    assert list(xs) == sorted(xs) and len(xs) == 4
+    assert [measured_decode_step(x) for x in xs] == list(ys)  # the measured points themselves
+    xs[:], ys[:] = 1.0, 0.0  # a caller's copy, changed
+    again_xs, again_ys = decode_step_table()
+    assert list(again_xs) == sorted(again_xs) and measured_decode_step(again_xs[2]) == again_ys[2] > 0
