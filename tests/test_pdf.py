@@ -151,6 +151,22 @@ def test_figure_captions_and_explorer_lines_are_text(book) -> None:
 
 
 @pytest.mark.book
+def test_a_check_cell_prints_as_one_line_that_says_how_long_it_is(book) -> None:
+    import nbformat
+
+    docname = "chapters/8-2-1-weight-reuse"
+    cells = [c for c in nbformat.read(ROOT / f"{docname}.ipynb", as_version=4).cells
+             if "hide-input" in c.metadata.get("tags", [])]
+    assert len(cells) == 1, "8.2.1 has one check cell"
+    code = cells[0].source.rstrip().splitlines()
+    reader, _ = book
+    text = _text(reader, *_page_range(book, docname))
+    note = pdf.CHECK_CELL_NOTE.replace("{lines}", str(len(code)))
+    assert text.count(note) == 1, "the check cell's line, with its length"
+    assert code[0].lstrip("# ")[:40] not in text, "the check cell's code is left out"
+
+
+@pytest.mark.book
 def test_the_glossarys_chinese_terms_are_text(book) -> None:
     reader, _ = book
     wanted = set(CJK.findall(unicodedata.normalize("NFKC", "".join(_page("glossary").text))))

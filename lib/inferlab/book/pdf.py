@@ -10,8 +10,9 @@ prints it with ``Page.printToPDF``. pypdf merges the pages into ``_build/pdf/inf
   are dropped; links to the web stay);
 - page numbers, stamped once the pages are merged (Chromium numbers each printed page from 1).
 
-The explorers print as their default picture with the line the print CSS adds (``static/inferlab-frames.css``); the
-text (captions, the glossary's Chinese terms in the book's fallback font) stays text. A copy goes into the site
+The explorers print as their default picture with the line the print CSS adds (``static/inferlab-frames.css``), and
+each page's check cell as one line that says how long it is and where it runs (``CHECK_CELL_NOTE``); the text
+(captions, the glossary's Chinese terms in the book's fallback font) stays text. A copy goes into the site
 (``_build/html/inferlab-book.pdf``), so the landing page's link works offline.
 """
 
@@ -51,13 +52,25 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 #: Only in the book's PDF, not when a reader prints one page: the list of a page's sections that the theme prints
 #: under its title (the PDF's outline holds them) and the "Try it live" banner (the explorers' print line says
 #: where they are live).
-PDF_ONLY_CSS = "#jb-print-toc, div.inferlab-try-live { display: none !important; }"
-#: Run in the page before printing: the page as print shows it, then its title.
+PDF_ONLY_CSS = ("#jb-print-toc, div.inferlab-try-live { display: none !important; } "
+                "p.inferlab-pdf-note { font-style: italic; }")
+#: What the PDF prints in place of a check cell's code (``hide-input``: pages of assertions a reader of paper cannot
+#: run; they were a sixth of the PDF's pages and a third of its printing time), with its number of lines.
+CHECK_CELL_NOTE = ("Check cell, {lines} lines of code (left out of the PDF): it asserts this page's numbers and runs in "
+                   "the notebook and in the book's tests.")
+#: Run in the page before printing: the page as print shows it (check cells as ``CHECK_CELL_NOTE``), then its title.
 _READY = """(async () => {
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) { await MathJax.startup.promise; }
   const style = document.createElement('style');
   style.textContent = %s;
   document.head.appendChild(style);
+  document.querySelectorAll('div.cell.tag_hide-input details').forEach(d => {
+    const pre = d.querySelector('div.cell_input pre');
+    const note = document.createElement('p');
+    note.className = 'inferlab-pdf-note';
+    note.textContent = %s.replace('{lines}', pre ? pre.textContent.trimEnd().split('\\n').length : 0);
+    d.replaceWith(note);
+  });
   document.querySelectorAll('details').forEach(d => { d.open = true; });
   window.dispatchEvent(new Event('beforeprint'));  // sphinx-togglebutton opens its toggles for print
   await document.fonts.ready;
@@ -260,7 +273,8 @@ def _print_pages(site: Path, docnames: list[str], log: Any = None) -> tuple[str,
                 t0 = time.perf_counter()
                 browser.send("Page.navigate", session, url=f"{base}{docname}.html")
                 browser.wait_for("Page.loadEventFired", session)
-                out = browser.send("Runtime.evaluate", session, expression=_READY % json.dumps(PDF_ONLY_CSS),
+                ready = _READY % (json.dumps(PDF_ONLY_CSS), json.dumps(CHECK_CELL_NOTE))
+                out = browser.send("Runtime.evaluate", session, expression=ready,
                                    awaitPromise=True, returnByValue=True)
                 if "exceptionDetails" in out:
                     raise RuntimeError(f"{docname}: {out['exceptionDetails']}")
