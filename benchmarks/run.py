@@ -44,12 +44,19 @@ def _execute(path: Path, frames: bool) -> tuple[float, float]:
 
     from inferlab.book.widgets import OFFLINE_ENV
 
-    os.environ[OFFLINE_ENV] = "1" if frames else ""
-    nb = nbformat.read(path, as_version=4)
-    t0 = time.perf_counter()
-    NotebookClient(nb, timeout=300, record_timing=True,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    return time.perf_counter() - t0, sum(_cell_seconds(c) for c in nb.cells if c.cell_type == "code")
+    before = os.environ.get(OFFLINE_ENV)
+    os.environ[OFFLINE_ENV] = "1" if frames else ""  # the kernel inherits it
+    try:
+        nb = nbformat.read(path, as_version=4)
+        t0 = time.perf_counter()
+        NotebookClient(nb, timeout=300, record_timing=True,
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        return time.perf_counter() - t0, sum(_cell_seconds(c) for c in nb.cells if c.cell_type == "code")
+    finally:  # not left set for what runs next (the fresh clones' make test)
+        if before is None:
+            os.environ.pop(OFFLINE_ENV, None)
+        else:
+            os.environ[OFFLINE_ENV] = before
 
 
 def notebook_rows(paths: list[Path]) -> list[dict]:
@@ -152,6 +159,14 @@ def page_rows() -> list[dict]:
     return rows
 
 
+def _failure(done: subprocess.CompletedProcess) -> str:
+    """What failed, in one line: pytest's summary lines of failed tests, else make's error lines, else the end."""
+    lines = (done.stdout + done.stderr).splitlines()
+    failed = [line for line in lines if re.match(r"(FAILED|ERROR) ", line)]
+    failed = failed or [line for line in lines if line.startswith("make") and "Error" in line]
+    return "; ".join(failed[:5]) or (done.stdout + done.stderr)[-300:]
+
+
 def fresh_clone_rows() -> list[dict]:
     """Wall time of `make book` and of `make test`, each in its own fresh clone (install included).
 
@@ -165,9 +180,12 @@ def fresh_clone_rows() -> list[dict]:
             t0 = time.perf_counter()
             done = subprocess.run(["make", target], cwd=f"{tmp}/repo", env=env, capture_output=True, text=True)
             wall = time.perf_counter() - t0
-            note = "passed (empty uv and npm caches)" if done.returncode == 0 else f"FAILED: {done.stdout[-300:]}{done.stderr[-300:]}"
+            log = ROOT / "_build" / f"bench-make-{target}.log"  # whole, for a failure's cause
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(done.stdout + done.stderr, encoding="utf-8")
+            note = "passed (empty uv and npm caches)" if done.returncode == 0 else f"FAILED: {_failure(done)} (whole log: {log.relative_to(ROOT)})"
             rows.append(_row(f"make {target}", "fresh clone", "wall", wall, "s", note))
-            print(f"make {target} from a fresh clone: {wall:.0f} s ({note[:60]})", flush=True)
+            print(f"make {target} from a fresh clone: {wall:.0f} s ({note[:400]})", flush=True)
     return rows
 
 
